@@ -1,0 +1,35 @@
+# pytimely: `make test` sets everything up from nothing but Python 3.11, gcc and Java 17.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: test run bench build clean
+
+$(PY):
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): $(PY) pyproject.toml setup.py
+	$(PIP) install -q "Cython>=3.0" "setuptools>=65" wheel
+	$(PIP) install -q -e ".[test,bench]"
+	touch $(STAMP)
+
+# Rebuild the extensions whenever a .pyx/.pxd changes (editable installs do not).
+build: $(STAMP)
+	$(PY) setup.py -q build_ext --inplace
+
+test: build
+	$(PY) -c "import timely.progress as p; assert p.implementation() == 'cython', 'Cython twins did not build'"
+	$(PY) -m pytest
+
+bench: build
+	$(PY) benchmarks/hotpaths.py
+
+run: build
+	$(PY) benchmarks/hotpaths.py --quick
+
+clean:
+	rm -rf build *.egg-info pyx/*.c timely/progress/*.so

@@ -1,0 +1,2 @@
+"""pytimely: timely dataflow for Python."""
+__version__ = "0.1.0"
