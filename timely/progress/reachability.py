@@ -234,9 +234,15 @@ class Tracker:
         scope_outputs = shape[0][0] if shape else 0
         self._summaries = output_summaries
         none = [Antichain() for _ in range(scope_outputs)]
-        self._targets = [[PortInformation(output_summaries.get(Location.target(n, p), none))
+
+        def applied(location: Location) -> list[Antichain]:
+            # Pointstamps at node 0 stand for the scope's own inputs and outputs: the
+            # parent accounts for them through the scope summary, so they are not
+            # applied to output_changes here.
+            return none if location.node == 0 else output_summaries.get(location, none)
+        self._targets = [[PortInformation(applied(Location.target(n, p)))
                           for p in range(ins)] for n, (ins, _) in enumerate(shape)]
-        self._sources = [[PortInformation(output_summaries.get(Location.source(n, p), none))
+        self._sources = [[PortInformation(applied(Location.source(n, p)))
                           for p in range(outs)] for n, (_, outs) in enumerate(shape)]
         self.target_changes = ChangeBatch()
         self.source_changes = ChangeBatch()
@@ -327,7 +333,8 @@ class Tracker:
 
     def output_summaries(self, location: Location) -> list[Antichain]:
         """Per scope output, the summaries of the paths from ``location`` to it."""
-        return self._port(location).output_summaries
+        return self._summaries.get(Location(*location),
+                                   [Antichain() for _ in range(len(self.output_changes))])
 
     def scope_summary(self) -> list[list[Antichain]]:
         """``[scope input][scope output]``: summaries through the scope (from node 0's outputs)."""

@@ -1,0 +1,152 @@
+"""Config: one object describing how to run, from CLI arguments, environment, or TOML.
+
+Precedence, lowest first: defaults, the TOML file (``--config FILE`` or
+``TIMELY_CONFIG``), environment variables (``TIMELY_WORKERS``, ``TIMELY_PROCESSES``,
+``TIMELY_PROCESS``, ``TIMELY_HOSTFILE``, ``TIMELY_PROGRESS_MODE``,
+``TIMELY_KAFKA_BOOTSTRAP``), then command-line arguments, which use timely's flags:
+``-w WORKERS -n PROCESSES -p INDEX -h HOSTFILE``. Wrong values raise ``ConfigError``
+naming the setting.
+
+>>> c = Config.from_args(["-w", "3", "--other", "x"])
+>>> c.workers, c.processes, c.extra
+(3, 1, ['--other', 'x'])
+>>> Config.from_args(["-w", "0"])
+Traceback (most recent call last):
+...
+timely.config.ConfigError: workers must be at least 1, got 0
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tomllib
+from typing import Any, Optional, Sequence
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, malformed, or inconsistent."""
+
+
+@dataclasses.dataclass
+class Config:
+    workers: int = 1                      # worker threads per process
+    processes: int = 1
+    process: int = 0                      # this process's index
+    hostfile: Optional[str] = None        # one host:port per line, process i on line i
+    addresses: list[str] = dataclasses.field(default_factory=list)
+    base_port: int = 2101
+    progress_mode: str = "p2p"            # "p2p" | "kafka"
+    kafka_bootstrap: Optional[str] = None
+    check_progress: bool = False          # assert progress accounting after every step
+    timeout: float = 30.0                 # seconds a peer may stay silent before fail-stop
+    extra: list[str] = dataclasses.field(default_factory=list)  # arguments not ours
+
+    def validate(self) -> "Config":
+        if type(self.workers) is not int or self.workers < 1:
+            raise ConfigError(f"workers must be at least 1, got {self.workers}")
+        if type(self.processes) is not int or self.processes < 1:
+            raise ConfigError(f"processes must be at least 1, got {self.processes}")
+        if not 0 <= self.process < self.processes:
+            raise ConfigError(f"process index {self.process} is not in 0..{self.processes - 1}")
+        if self.progress_mode not in ("p2p", "kafka"):
+            raise ConfigError(f"progress_mode must be 'p2p' or 'kafka', got {self.progress_mode!r}")
+        if self.progress_mode == "kafka" and not self.kafka_bootstrap:
+            raise ConfigError("progress_mode 'kafka' needs kafka_bootstrap (HOST:PORT)")
+        if self.timeout <= 0:
+            raise ConfigError(f"timeout must be positive, got {self.timeout}")
+        return self
+
+    @property
+    def total_workers(self) -> int:
+        return self.workers * self.processes
+
+    @classmethod
+    def coerce(cls, value: Any) -> "Config":
+        """A Config from a Config, a worker count, or a list of arguments."""
+        if isinstance(value, Config):
+            return value.validate()
+        if value is None:
+            return cls().validate()
+        if isinstance(value, int):
+            return cls(workers=value).validate()
+        if isinstance(value, (list, tuple)):
+            return cls.from_args(value)
+        raise ConfigError(f"cannot make a Config from {value!r}")
+
+    @classmethod
+    def from_toml(cls, path: str) -> dict:
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path!r} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path!r} is not valid TOML: {e}") from None
+        section = data.get("timely", data)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(section) - known)
+        if unknown:
+            raise ConfigError(f"config file {path!r}: unknown settings {unknown}")
+        return section
+
+    @classmethod
+    def from_args(cls, argv: Sequence[str] = (), env: Optional[dict] = None) -> "Config":
+        env = os.environ if env is None else env
+        parser = argparse.ArgumentParser(add_help=False)
+        parser.add_argument("-w", "--workers", type=int)
+        parser.add_argument("-n", "--processes", type=int)
+        parser.add_argument("-p", "--process", type=int)
+        parser.add_argument("-h", "--hostfile")
+        parser.add_argument("--config")
+        parser.add_argument("--progress-mode", dest="progress_mode")
+        parser.add_argument("--kafka-bootstrap", dest="kafka_bootstrap")
+        parser.add_argument("--check-progress", dest="check_progress", action="store_true", default=None)
+        parser.add_argument("--timeout", type=float)
+        try:
+            args, extra = parser.parse_known_args(list(argv))
+        except SystemExit:
+            raise ConfigError(f"malformed arguments: {list(argv)}") from None
+        values: dict[str, Any] = {}
+        path = args.config or env.get("TIMELY_CONFIG")
+        if path:
+            values.update(cls.from_toml(path))
+        for key, name, conv in (("workers", "TIMELY_WORKERS", int), ("processes", "TIMELY_PROCESSES", int),
+                                ("process", "TIMELY_PROCESS", int), ("hostfile", "TIMELY_HOSTFILE", str),
+                                ("progress_mode", "TIMELY_PROGRESS_MODE", str),
+                                ("kafka_bootstrap", "TIMELY_KAFKA_BOOTSTRAP", str),
+                                ("check_progress", "TIMELY_CHECK_PROGRESS", lambda v: v not in ("", "0")),
+                                ("timeout", "TIMELY_TIMEOUT", float)):
+            if name in env:
+                try:
+                    values[key] = conv(env[name])
+                except ValueError:
+                    raise ConfigError(f"environment {name}={env[name]!r} is not valid") from None
+        for key, value in vars(args).items():
+            if key != "config" and value is not None:
+                values[key] = value
+        config = cls(**values, extra=extra)
+        if config.hostfile:
+            config.addresses = read_hostfile(config.hostfile)
+        return config.validate()
+
+    def address_of(self, process: int) -> tuple[str, int]:
+        if self.addresses:
+            if process >= len(self.addresses):
+                raise ConfigError(f"hostfile lists {len(self.addresses)} addresses, process {process} has none")
+            host, _, port = self.addresses[process].rpartition(":")
+            return host, int(port)
+        return "127.0.0.1", self.base_port + process
+
+
+def read_hostfile(path: str) -> list[str]:
+    try:
+        with open(path) as f:
+            lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    except FileNotFoundError:
+        raise ConfigError(f"hostfile {path!r} does not exist") from None
+    for line in lines:
+        host, sep, port = line.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"hostfile {path!r}: {line!r} is not host:port")
+    return lines

@@ -1,0 +1,1 @@
+"""The dataflow layer: scopes, streams, channels, capabilities and operators."""

@@ -1,0 +1,138 @@
+"""Channels between operators, and the contracts that route records over them.
+
+A message is ``(time, records)``: a list of records sharing one timestamp, so engine
+costs are per batch and the per-record cost is the user's own function. A producer's
+output is a ``Tee``: it counts what was produced (records per time, into the output's
+``produceds``) once, and hands each batch to every connected channel.
+
+Parallelization contracts (timely's names):
+- ``Pipeline``: records stay on this worker (no copy, no routing);
+- ``Exchange(key)``: a record goes to worker ``route(key(record)) % peers``;
+- ``Broadcast``: every worker receives every batch.
+
+Costs: Pipeline O(1) per batch; Exchange O(records) (one key call each); Broadcast
+O(peers) per batch.
+"""
+from __future__ import annotations
+
+import zlib
+from typing import Any, Callable
+
+
+def stable_hash(key: Any) -> int:
+    """A hash that is the same in every process (Python's str hash is salted per process).
+
+    >>> stable_hash(7), stable_hash("word") == stable_hash("word"), stable_hash((1, "a")) >= 0
+    (7, True, True)
+    """
+    t = type(key)
+    if t is int:
+        return key & 0x7FFFFFFFFFFFFFFF
+    if t is str:
+        return zlib.crc32(key.encode())
+    if t is bytes:
+        return zlib.crc32(key)
+    if t is tuple:
+        h = 0x345678
+        for item in key:
+            h = (h * 1000003 ^ stable_hash(item)) & 0x7FFFFFFFFFFFFFFF
+        return h
+    if t is float and key.is_integer():
+        return int(key) & 0x7FFFFFFFFFFFFFFF
+    return zlib.crc32(repr(key).encode())
+
+
+class Pipeline:
+    """Keep records on the worker that produced them."""
+
+    def connect(self, worker: Any, channel: int, path: tuple) -> tuple[Any, Any]:
+        pusher, puller = worker.allocate_pipeline(channel, path)
+        return _PipelinePusher(pusher), puller
+
+
+class Exchange:
+    """Route each record to the worker chosen by ``key(record)``."""
+
+    def __init__(self, key: Callable[[Any], Any]) -> None:
+        if not callable(key):
+            raise TypeError(f"Exchange needs a key function, got {key!r}")
+        self.key = key
+
+    def connect(self, worker: Any, channel: int, path: tuple) -> tuple[Any, Any]:
+        pushers, puller = worker.allocate(channel, path)
+        if worker.peers == 1:
+            return _PipelinePusher(pushers[0]), puller
+        return _ExchangePusher(pushers, self.key, worker.route_hash), puller
+
+
+class Broadcast:
+    """Send every batch to every worker."""
+
+    def connect(self, worker: Any, channel: int, path: tuple) -> tuple[Any, Any]:
+        pushers, puller = worker.allocate(channel, path)
+        return _BroadcastPusher(pushers), puller
+
+
+class _PipelinePusher:
+    __slots__ = ("_push",)
+
+    def __init__(self, pusher: Any) -> None:
+        self._push = pusher.push
+
+    def give(self, time: Any, records: list) -> None:
+        self._push((time, records))
+
+    def copies(self) -> int:
+        return 1
+
+
+class _ExchangePusher:
+    __slots__ = ("_pushers", "_key", "_hash", "_peers")
+
+    def __init__(self, pushers: list, key: Callable, route_hash: Callable) -> None:
+        self._pushers = pushers
+        self._key = key
+        self._hash = route_hash
+        self._peers = len(pushers)
+
+    def give(self, time: Any, records: list) -> None:
+        peers = self._peers
+        key = self._key
+        h = self._hash
+        buckets: list[list] = [[] for _ in range(peers)]
+        appends = [b.append for b in buckets]
+        for record in records:
+            appends[h(key(record)) % peers](record)
+        for pusher, bucket in zip(self._pushers, buckets):
+            if bucket:
+                pusher.push((time, bucket))
+
+
+class _BroadcastPusher:
+    __slots__ = ("_pushers",)
+
+    def __init__(self, pushers: list) -> None:
+        self._pushers = pushers
+
+    def give(self, time: Any, records: list) -> None:
+        for pusher in self._pushers:
+            pusher.push((time, records))
+
+
+class Tee:
+    """An output port's fan-out: counts records produced, then feeds every channel."""
+
+    __slots__ = ("pushers", "produced")
+
+    def __init__(self, produced: Any) -> None:
+        """``produced``: the ChangeBatch that counts records, or None when the scope
+        accounts for them some other way (a scope's output, seen from outside)."""
+        self.pushers: list = []
+        self.produced = produced
+
+    def give(self, time: Any, records: list) -> None:
+        if records:
+            if self.produced is not None:
+                self.produced.update(time, len(records))
+            for pusher in self.pushers:
+                pusher.give(time, records)

@@ -1,0 +1,120 @@
+"""Stream: the output of an operator, and the methods that build on it.
+
+A Stream names an output port (a Source) in a scope and owns its ``Tee``. Each method
+adds an operator fed by this stream and returns the operator's output stream(s); the
+operators themselves are in ``timely.dataflow.operators``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional
+
+from ..progress.location import Source, Target
+from .channels import Tee
+
+
+class Stream:
+    __slots__ = ("scope", "source", "tee")
+
+    def __init__(self, scope: Any, source: Source, tee: Tee) -> None:
+        self.scope = scope
+        self.source = source
+        self.tee = tee
+
+    def connect_to(self, target: Target, pact: Any, path: tuple) -> Any:
+        """Open a channel from this stream to ``target`` (an input of the operator at
+        ``path``), returning the receiving end."""
+        worker = self.scope.worker
+        channel = worker.new_identifier()
+        pusher, puller = pact.connect(worker, channel, path)
+        self.tee.pushers.append(pusher)
+        self.scope.connect(self.source, target)
+        return puller
+
+    # ---- record-at-a-time operators, batched ---------------------------------------------
+    def map(self, fn: Callable[[Any], Any]) -> "Stream":
+        from . import operators
+        return operators.map(self, fn)
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> "Stream":
+        from . import operators
+        return operators.flat_map(self, fn)
+
+    def filter(self, predicate: Callable[[Any], bool]) -> "Stream":
+        from . import operators
+        return operators.filter(self, predicate)
+
+    def map_batch(self, fn: Callable[[list], list]) -> "Stream":
+        from . import operators
+        return operators.map_batch(self, fn)
+
+    def inspect(self, fn: Callable[[Any], Any]) -> "Stream":
+        from . import operators
+        return operators.inspect(self, fn)
+
+    def inspect_batch(self, fn: Callable[[Any, list], Any]) -> "Stream":
+        from . import operators
+        return operators.inspect_batch(self, fn)
+
+    # ---- routing ------------------------------------------------------------------------
+    def exchange(self, key: Callable[[Any], Any]) -> "Stream":
+        from . import operators
+        return operators.exchange(self, key)
+
+    def broadcast(self) -> "Stream":
+        from . import operators
+        return operators.broadcast(self)
+
+    def concat(self, *others: "Stream") -> "Stream":
+        from . import operators
+        return operators.concat(self, *others)
+
+    def partition(self, parts: int, route: Callable[[Any], tuple[int, Any]]) -> list["Stream"]:
+        from . import operators
+        return operators.partition(self, parts, route)
+
+    # ---- scopes and loops ---------------------------------------------------------------
+    def enter(self, inner: Any) -> "Stream":
+        from . import operators
+        return operators.enter(self, inner)
+
+    def leave(self) -> "Stream":
+        from . import operators
+        return operators.leave(self)
+
+    def connect_loop(self, handle: Any) -> None:
+        handle.connect(self)
+
+    # ---- observing ----------------------------------------------------------------------
+    def probe(self) -> Any:
+        from . import operators
+        return operators.probe(self)
+
+    def probe_with(self, handle: Any) -> "Stream":
+        from . import operators
+        return operators.probe_with(self, handle)
+
+    def capture(self) -> Any:
+        from . import operators
+        return operators.capture(self)
+
+    # ---- generic builders ---------------------------------------------------------------
+    def unary(self, pact: Any, name: str, constructor: Callable, notify: bool = True) -> "Stream":
+        from . import operators
+        return operators.unary(self, pact, name, constructor, notify)
+
+    def unary_notify(self, pact: Any, name: str, init: Iterable[Any], logic: Callable) -> "Stream":
+        from . import operators
+        return operators.unary_notify(self, pact, name, init, logic)
+
+    def binary(self, other: "Stream", pact1: Any, pact2: Any, name: str, constructor: Callable,
+               notify: bool = True) -> "Stream":
+        from . import operators
+        return operators.binary(self, other, pact1, pact2, name, constructor, notify)
+
+    def binary_notify(self, other: "Stream", pact1: Any, pact2: Any, name: str,
+                      init: Iterable[Any], logic: Callable) -> "Stream":
+        from . import operators
+        return operators.binary_notify(self, other, pact1, pact2, name, init, logic)
+
+    def __repr__(self) -> str:
+        return f"Stream({self.scope.name!r}, {self.source})"

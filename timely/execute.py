@@ -1,0 +1,58 @@
+"""execute and execute_from_args: run a computation on worker threads.
+
+``execute(config, build)`` starts ``config.workers`` worker threads in this process,
+calls ``build(worker)`` on each, steps each worker until its dataflows complete, and
+returns the list of what ``build`` returned, by worker index. If a worker raises, the
+others stop (fail-stop) and the first error is raised here.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+from .communication.thread import ProcessHub
+from .config import Config
+from .worker import Worker, WorkerAborted
+
+
+def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
+    """Run ``build`` on every worker (see the module docstring)."""
+    config = Config.coerce(config)
+    if config.processes > 1:
+        from .communication.cluster import execute_cluster
+        return execute_cluster(config, build)
+    hub = ProcessHub(config.workers)
+    abort = threading.Event()
+    results: list[Any] = [None] * config.workers
+    errors: list[BaseException] = []
+
+    def run(local: int) -> None:
+        worker = Worker(config, hub.allocator(local), abort)
+        try:
+            results[local] = build(worker)
+            worker.run()
+        except WorkerAborted:
+            pass
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            errors.append(e)
+            abort.set()
+            for wake in hub.wakes:
+                wake.set()
+
+    if config.workers == 1:
+        run(0)
+    else:
+        threads = [threading.Thread(target=run, args=(i,), name=f"timely-worker-{i}", daemon=True)
+                   for i in range(config.workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def execute_from_args(argv: Sequence[str], build: Callable[[Worker], Any]) -> list[Any]:
+    """``execute`` with a Config parsed from command-line arguments (``-w``, ``-n`` ...)."""
+    return execute(Config.from_args(argv), build)
