@@ -26,8 +26,15 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
     results: list[Any] = [None] * config.workers
     errors: list[BaseException] = []
 
+    workers = [Worker(config, hub.allocator(i), abort) for i in range(config.workers)]
+    if config.check_progress:
+        lock = threading.RLock()
+        for worker in workers:
+            worker.process_workers = workers
+            worker.step_lock = lock
+
     def run(local: int) -> None:
-        worker = Worker(config, hub.allocator(local), abort)
+        worker = workers[local]
         try:
             results[local] = build(worker)
             worker.run()

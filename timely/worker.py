@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Optional
 
+from . import verify_accounting
 from .config import Config
 from .dataflow.activations import Activations
 from .dataflow.channels import stable_hash
@@ -38,6 +39,9 @@ class Worker:
         self._dataflows: dict[int, Any] = {}
         self._dataflow_count = 0
         self.steps = 0
+        #: with check_progress: every worker of this process (set by execute)
+        self.process_workers: Optional[list] = None
+        self.step_lock: Optional[Any] = None
 
     # ---- identifiers and channels ----------------------------------------------------------
     def new_identifier(self) -> int:
@@ -65,6 +69,12 @@ class Worker:
 
         ``minimum`` is the least timestamp of the dataflow's root scope (an int epoch by
         default; a tuple for multi-dimensional times)."""
+        if self.step_lock is not None:
+            with self.step_lock:    # the accounting checks read every worker's dataflows
+                return self._build_dataflow(build, name, minimum)
+        return self._build_dataflow(build, name, minimum)
+
+    def _build_dataflow(self, build: Callable[[Scope], Any], name: Optional[str], minimum: Any) -> Any:
         index = self._dataflow_count
         self._dataflow_count += 1
         scope = Scope(self, name or f"Dataflow{index}", (index,), minimum)
@@ -100,16 +110,21 @@ class Worker:
                 subgraph = dataflows.get(index)
                 if subgraph is not None and not subgraph.schedule():
                     del dataflows[index]
-        if self.config.check_progress:
-            from .verify_accounting import check_worker
-            check_worker(self)
+                    if self.config.check_progress:
+                        verify_accounting.check_completed(self, subgraph)
+        if self.config.check_progress and self.process_workers is not None:
+            verify_accounting.check_quiescent(self.process_workers)
         return bool(dataflows)
 
     def step_or_park(self, timeout: Optional[float] = 0.01) -> bool:
         """``step``, then wait (up to ``timeout``) for messages if there is nothing to do."""
         if self._abort is not None and self._abort.is_set():
             raise WorkerAborted(f"worker {self.index}: another worker failed")
-        alive = self.step()
+        if self.step_lock is not None:
+            with self.step_lock:
+                alive = self.step()
+        else:
+            alive = self.step()
         if alive and self.activations.is_idle():
             self.allocator.await_events(timeout)
         return alive

@@ -130,6 +130,9 @@ class ThreadAllocator:
             out.append(pop())
         return out
 
+    def has_events(self) -> bool:
+        return bool(self._events)
+
     def await_events(self, timeout: float | None) -> None:
         wake = self._wake
         if not self._events:
