@@ -27,9 +27,12 @@ test: build
 
 bench: build
 	$(PY) benchmarks/hotpaths.py
+	$(PY) benchmarks/barrier.py
+	$(PY) benchmarks/wordcount.py
 
 run: build
-	$(PY) benchmarks/hotpaths.py --quick
+	$(PY) examples/wordcount.py -w 2
+	$(PY) examples/wcc.py -w 2 --vertices 2000 --edges 1500 --epochs 5
 
 clean:
 	rm -rf build *.egg-info pyx/*.c timely/progress/*.so

@@ -134,10 +134,12 @@ class ThreadAllocator:
         return bool(self._events)
 
     def await_events(self, timeout: float | None) -> None:
+        if self._events:
+            return
         wake = self._wake
-        if not self._events:
-            wake.wait(timeout)
         wake.clear()
+        if not self._events:      # re-check: a push may have landed before the clear
+            wake.wait(timeout)
 
     def wake(self) -> None:
         self._wake.set()

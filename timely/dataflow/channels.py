@@ -15,8 +15,12 @@ O(peers) per batch.
 """
 from __future__ import annotations
 
+import operator
 import zlib
+from itertools import compress, repeat
 from typing import Any, Callable
+
+_mod = operator.mod
 
 
 def stable_hash(key: Any) -> int:
@@ -51,10 +55,11 @@ class Pipeline:
 
 
 class Exchange:
-    """Route each record to the worker chosen by ``key(record)``."""
+    """Route each record to the worker chosen by ``key(record)`` (the record itself
+    when ``key`` is None, which saves a call per record)."""
 
-    def __init__(self, key: Callable[[Any], Any]) -> None:
-        if not callable(key):
+    def __init__(self, key: Callable[[Any], Any] | None) -> None:
+        if key is not None and not callable(key):
             raise TypeError(f"Exchange needs a key function, got {key!r}")
         self.key = key
 
@@ -97,13 +102,11 @@ class _ExchangePusher:
 
     def give(self, time: Any, records: list) -> None:
         peers = self._peers
-        key = self._key
-        h = self._hash
-        buckets: list[list] = [[] for _ in range(peers)]
-        appends = [b.append for b in buckets]
-        for record in records:
-            appends[h(key(record)) % peers](record)
-        for pusher, bucket in zip(self._pushers, buckets):
+        keys = records if self._key is None else map(self._key, records)
+        # The routing runs in C iterators (map, compress): no Python-level loop per record.
+        targets = list(map(_mod, map(self._hash, keys), repeat(peers)))
+        for worker, pusher in enumerate(self._pushers):
+            bucket = list(compress(records, map(worker.__eq__, targets)))
             if bucket:
                 pusher.push((time, bucket))
 
