@@ -1,9 +1,11 @@
 """Hello, timely: seed 003 §4.1's rescalable HelloWorld.
 
 Worker 0 introduces the numbers 0..rounds-1, one per epoch; each number is exchanged
-to the worker it hashes to and printed there ("worker 1: seen 3").
+to the worker it hashes to and printed there ("worker 1: seen 3"). A process can join
+while it runs; from then on the numbers are spread over the larger cluster:
 
-    python examples/hello.py -w 2 [--rounds 10 --delay 0.0]
+    python examples/hello.py -n 2 -p 0 -h hosts --delay 1     # and -p 1
+    python examples/hello.py -n 2 -p 2 -h hosts -j 0 --nn 3   # joins, worker 0 bootstraps it
 """
 from __future__ import annotations
 
@@ -28,6 +30,10 @@ def hello(worker, rounds: int, delay: float, out=print):
         return source, probe
 
     source, probe = worker.dataflow(build)
+    # A worker joining a running cluster (--join B --nn N) bootstraps its progress state
+    # here, after building every dataflow, and then just steps: it holds no input.
+    if worker.bootstrap():
+        return
     for round_ in range(rounds):
         if index == 0:
             if delay:
@@ -39,7 +45,7 @@ def hello(worker, rounds: int, delay: float, out=print):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between rounds")
     args, rest = parser.parse_known_args(argv)

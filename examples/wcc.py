@@ -148,7 +148,7 @@ def merge(captures):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--vertices", type=int, default=200)
     parser.add_argument("--edges", type=int, default=150)
     parser.add_argument("--epochs", type=int, default=4)

@@ -79,7 +79,7 @@ def merge(captures):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--words-per-line", type=int, default=10)
     parser.add_argument("--vocabulary", type=int, default=10_000)

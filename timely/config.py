@@ -40,6 +40,12 @@ class Config:
     kafka_bootstrap: Optional[str] = None
     check_progress: bool = False          # assert progress accounting after every step
     timeout: float = 30.0                 # seconds a peer may stay silent before fail-stop
+    join: Optional[int] = None            # joining a running cluster: the bootstrap worker
+    nn: Optional[int] = None              # joining: the number of processes once joined
+    secret_file: Optional[str] = None     # the cluster secret (or TIMELY_CLUSTER_SECRET)
+    secret: Optional[str] = None
+    rescaling: bool = True                # acceptor + progress accumulation for joiners
+    state_log_every: int = 0              # log progress-state sizes every N steps (0: never)
     extra: list[str] = dataclasses.field(default_factory=list)  # arguments not ours
 
     def validate(self) -> "Config":
@@ -47,19 +53,34 @@ class Config:
             raise ConfigError(f"workers must be at least 1, got {self.workers}")
         if type(self.processes) is not int or self.processes < 1:
             raise ConfigError(f"processes must be at least 1, got {self.processes}")
-        if not 0 <= self.process < self.processes:
-            raise ConfigError(f"process index {self.process} is not in 0..{self.processes - 1}")
         if self.progress_mode not in ("p2p", "kafka"):
             raise ConfigError(f"progress_mode must be 'p2p' or 'kafka', got {self.progress_mode!r}")
         if self.progress_mode == "kafka" and not self.kafka_bootstrap:
             raise ConfigError("progress_mode 'kafka' needs kafka_bootstrap (HOST:PORT)")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
+        if self.join is not None:
+            if self.nn is None:
+                raise ConfigError("joining (--join B) needs --nn, the number of processes once joined")
+            if not self.processes <= self.process < self.nn:
+                raise ConfigError(f"a joining process's index (-p {self.process}) must be in "
+                                  f"{self.processes}..{self.nn - 1} (-n original processes, --nn new count)")
+            if not 0 <= self.join < self.process * self.workers:
+                raise ConfigError(f"bootstrap worker {self.join} is not a worker of the running cluster")
+            if not self.rescaling:
+                raise ConfigError("cannot join with rescaling support switched off")
+        elif not 0 <= self.process < self.processes:
+            raise ConfigError(f"process index {self.process} is not in 0..{self.processes - 1}")
         return self
 
     @property
     def total_workers(self) -> int:
         return self.workers * self.processes
+
+    @property
+    def cluster(self) -> bool:
+        """More than one process, or joining one."""
+        return self.processes > 1 or self.join is not None
 
     @classmethod
     def coerce(cls, value: Any) -> "Config":
@@ -103,6 +124,11 @@ class Config:
         parser.add_argument("--kafka-bootstrap", dest="kafka_bootstrap")
         parser.add_argument("--check-progress", dest="check_progress", action="store_true", default=None)
         parser.add_argument("--timeout", type=float)
+        parser.add_argument("-j", "--join", type=int)
+        parser.add_argument("--nn", type=int)
+        parser.add_argument("--secret-file", dest="secret_file")
+        parser.add_argument("--no-rescaling", dest="rescaling", action="store_false", default=None)
+        parser.add_argument("--state-log-every", dest="state_log_every", type=int)
         try:
             args, extra = parser.parse_known_args(list(argv))
         except SystemExit:
@@ -116,7 +142,8 @@ class Config:
                                 ("progress_mode", "TIMELY_PROGRESS_MODE", str),
                                 ("kafka_bootstrap", "TIMELY_KAFKA_BOOTSTRAP", str),
                                 ("check_progress", "TIMELY_CHECK_PROGRESS", lambda v: v not in ("", "0")),
-                                ("timeout", "TIMELY_TIMEOUT", float)):
+                                ("timeout", "TIMELY_TIMEOUT", float),
+                                ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):
             if name in env:
                 try:
                     values[key] = conv(env[name])

@@ -8,6 +8,7 @@ do parks until a message arrives.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Callable, Optional
 
@@ -16,6 +17,7 @@ from .config import Config
 from .dataflow.activations import Activations
 from .dataflow.channels import stable_hash
 from .dataflow.scope import Scope
+from .progress.broadcast import Progcaster
 
 
 class WorkerAborted(RuntimeError):
@@ -30,9 +32,24 @@ class Worker:
         self.peers: int = allocator.peers
         #: workers when the dataflows were built: each output starts with this many capabilities
         self.initial_peers: int = allocator.peers
+        #: exchange routes by ``hash % routing_peers``; a joining process is included
+        #: once it has finished joining (nothing is routed to a worker that may vanish)
+        self.routing_peers: int = allocator.peers
+        #: a joining worker: it holds no capabilities and bootstraps its progress state
+        self.is_joiner: bool = config.join is not None
+        if self.is_joiner:
+            self.initial_peers = config.processes * config.workers
         self.activations = Activations()
         # Python's str hash is salted per process: across processes, route by a stable one.
-        self.route_hash: Callable[[Any], int] = hash if config.processes == 1 else stable_hash
+        self.route_hash: Callable[[Any], int] = hash if not config.cluster else stable_hash
+        self.progcasters: dict[int, Any] = {}
+        self._scope_of_channel: dict[int, Any] = {}
+        self._rescales = getattr(allocator, "rescales", None)
+        self._servers: dict[int, Any] = {}
+        self._control = allocator.control_puller() if hasattr(allocator, "control_puller") else None
+        self.bootstrap_seconds: Optional[float] = None
+        self.bootstrap_pauses: list[float] = []
+        self.log = logging.getLogger("timely.worker")
         self._abort = abort
         self._identifiers = 0
         self._channel_paths: dict[int, tuple] = {}
@@ -57,10 +74,17 @@ class Worker:
         self._channel_paths[channel] = path
         return self.allocator.allocate_local(channel)
 
-    def allocate_progress_channel(self, path: tuple) -> int:
+    def new_progcaster(self, path: tuple) -> Progcaster:
+        """The progress channel of the scope at ``path``; arrivals activate the scope."""
         channel = self.new_identifier()
         self._channel_paths[channel] = path
-        return channel
+        progcaster = Progcaster(self.allocator, channel,
+                                accumulate=self.config.rescaling and self.config.cluster)
+        self.progcasters[channel] = progcaster
+        return progcaster
+
+    def scope_of_channel(self, channel: int) -> Any:
+        return self._scope_of_channel[channel]
 
     # ---- dataflows ----------------------------------------------------------------------
     def dataflow(self, build: Callable[[Scope], Any], name: Optional[str] = None,
@@ -83,6 +107,8 @@ class Worker:
         subgraph.get_internal_summary()
         subgraph.set_external_summary()
         self._dataflows[index] = subgraph
+        for nested in verify_accounting.subgraphs(subgraph):
+            self._scope_of_channel[nested.progcaster.channel] = nested
         return result
 
     def dataflows(self) -> list[int]:
@@ -92,10 +118,76 @@ class Worker:
     def dataflow_subgraph(self, index: int) -> Any:
         return self._dataflows.get(index)
 
+    def forget_dataflow(self, index: int) -> None:
+        """Drop a dataflow and its progress channels (it completed everywhere)."""
+        subgraph = self._dataflows.pop(index, None)
+        if subgraph is not None:
+            for nested in verify_accounting.subgraphs(subgraph):
+                self.progcasters.pop(nested.progcaster.channel, None)
+                self._scope_of_channel.pop(nested.progcaster.channel, None)
+
+    # ---- rescaling ----------------------------------------------------------------------
+    def bootstrap(self) -> bool:
+        """On a joining worker, run the bootstrap protocol and return True; a no-op that
+        returns False on the workers of the original cluster. Call it after building
+        every dataflow."""
+        if not self.is_joiner:
+            return False
+        from .rescaling.bootstrap import run_client
+        self.bootstrap_seconds = run_client(self)
+        self.allocator.hub.joined_locally(self)
+        return True
+
+    def _apply_rescale(self, message: Any) -> None:
+        allocator = self.allocator
+        if message.kind == "join":
+            added = allocator.add_process(message.process)
+            self.peers = allocator.peers
+            for channel, progcaster in self.progcasters.items():
+                progcaster.send_marker(added.get(channel, ()))
+            if message.bootstrap == self.index:
+                from .rescaling.bootstrap import BootstrapServer
+                server = BootstrapServer(self, message.process, message.first, message.last)
+                self._servers[message.process] = server
+                self.bootstrap_pauses.append(server.pause)
+        elif message.kind == "joined":
+            self.routing_peers = max(self.routing_peers, message.last + 1)
+        elif message.kind == "lost":
+            allocator.remove_process(message.process)
+            server = self._servers.pop(message.process, None)
+            if server is not None:
+                server.close()
+        self.log.info("worker %d applied %r: peers %d, routing to %d", self.index, message,
+                      self.peers, self.routing_peers)
+
+    def _serve_control(self) -> None:
+        for message in self._control.drain():
+            kind = message[0]
+            if kind == "bs-req":
+                _, requester, channel, source, start, end = message
+                server = self._servers.get(requester // self.allocator.hub.workers_per_process)
+                if server is not None:
+                    server.request(requester, channel, source, start, end)
+            elif kind == "bs-done":
+                process = message[1] // self.allocator.hub.workers_per_process
+                server = self._servers.get(process)
+                if server is not None and server.done(message[1]):
+                    del self._servers[process]
+        for server in self._servers.values():
+            server.poll()
+
+    def progress_state_size(self) -> dict[str, int]:
+        """Instruments: accumulated progress-state entries and recorded batches."""
+        return {"state_entries": sum(p.state_size() for p in self.progcasters.values()),
+                "recorded_batches": sum(p.recorded() for p in self.progcasters.values())}
+
     # ---- stepping -----------------------------------------------------------------------
     def step(self) -> bool:
         """Do one round of work; True while some dataflow is incomplete."""
         self.steps += 1
+        if self._rescales is not None:
+            for message in self._rescales():
+                self._apply_rescale(message)
         activations = self.activations
         paths = self._channel_paths
         for channel in self.allocator.events():
@@ -112,13 +204,22 @@ class Worker:
                     del dataflows[index]
                     if self.config.check_progress:
                         verify_accounting.check_completed(self, subgraph)
+        if self._control is not None and (self._servers or len(self._control)):
+            self._serve_control()
         if self.config.check_progress and self.process_workers is not None:
             verify_accounting.check_quiescent(self.process_workers)
+        every = self.config.state_log_every
+        if every and self.steps % every == 0:
+            self.log.info("worker %d step %d: progress state %s", self.index, self.steps,
+                          self.progress_state_size())
         return bool(dataflows)
 
     def step_or_park(self, timeout: Optional[float] = 0.01) -> bool:
         """``step``, then wait (up to ``timeout``) for messages if there is nothing to do."""
         if self._abort is not None and self._abort.is_set():
+            error = getattr(getattr(self.allocator, "hub", None), "error", None)
+            if error is not None:
+                raise error
             raise WorkerAborted(f"worker {self.index}: another worker failed")
         if self.step_lock is not None:
             with self.step_lock:

@@ -33,7 +33,7 @@ class LocalPusher:
         self._events.append(self._channel)
 
 
-class _ThreadPusher:
+class ThreadPusher:
     """Push to another worker thread's queue, and tell that worker."""
 
     __slots__ = ("_queue", "_events", "_wake", "_channel")
@@ -114,8 +114,12 @@ class ThreadAllocator:
             if w == self.local:
                 pushers.append(LocalPusher(q, self._events, channel))
             else:
-                pushers.append(_ThreadPusher(q, self.hub.events[w], self.hub.wakes[w], channel))
+                pushers.append(ThreadPusher(q, self.hub.events[w], self.hub.wakes[w], channel))
         return pushers, QueuePuller(queues[self.local])
+
+    def allocate_broadcast(self, channel: int) -> tuple[list, QueuePuller]:
+        """Pushers reaching every worker (here: one per worker thread)."""
+        return self.allocate(channel)
 
     def allocate_local(self, channel: int) -> tuple[LocalPusher, QueuePuller]:
         """A channel from this worker to itself only (a pipeline): no other worker sees it."""

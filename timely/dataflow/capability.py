@@ -58,6 +58,16 @@ class Capability:
     def covers(self, internal: Any) -> bool:
         return self._valid and any(b is internal for b in self._internals)
 
+    @property
+    def valid(self) -> bool:
+        """Held, not dropped."""
+        return self._valid
+
+    def disown(self) -> None:
+        """Forget the capability without reporting a drop: it was never counted (the
+        initial capabilities of a worker that joined a running cluster)."""
+        self._valid = False
+
     def _check(self) -> None:
         if not self._valid:
             raise CapabilityError(f"capability at {self.time!r} was already dropped")

@@ -65,9 +65,9 @@ class Exchange:
 
     def connect(self, worker: Any, channel: int, path: tuple) -> tuple[Any, Any]:
         pushers, puller = worker.allocate(channel, path)
-        if worker.peers == 1:
+        if worker.peers == 1 and not worker.config.rescaling:
             return _PipelinePusher(pushers[0]), puller
-        return _ExchangePusher(pushers, self.key, worker.route_hash), puller
+        return _ExchangePusher(pushers, self.key, worker), puller
 
 
 class Broadcast:
@@ -75,7 +75,7 @@ class Broadcast:
 
     def connect(self, worker: Any, channel: int, path: tuple) -> tuple[Any, Any]:
         pushers, puller = worker.allocate(channel, path)
-        return _BroadcastPusher(pushers), puller
+        return _BroadcastPusher(pushers, worker), puller
 
 
 class _PipelinePusher:
@@ -92,34 +92,42 @@ class _PipelinePusher:
 
 
 class _ExchangePusher:
-    __slots__ = ("_pushers", "_key", "_hash", "_peers")
+    """Routes by ``hash % worker.routing_peers``: the count changes when a process joins."""
 
-    def __init__(self, pushers: list, key: Callable, route_hash: Callable) -> None:
+    __slots__ = ("_pushers", "_key", "_worker")
+
+    def __init__(self, pushers: list, key: Callable | None, worker: Any) -> None:
         self._pushers = pushers
         self._key = key
-        self._hash = route_hash
-        self._peers = len(pushers)
+        self._worker = worker
 
     def give(self, time: Any, records: list) -> None:
-        peers = self._peers
+        worker = self._worker
+        peers = worker.routing_peers
+        if peers == 1:
+            self._pushers[0].push((time, records))
+            return
         keys = records if self._key is None else map(self._key, records)
         # The routing runs in C iterators (map, compress): no Python-level loop per record.
-        targets = list(map(_mod, map(self._hash, keys), repeat(peers)))
-        for worker, pusher in enumerate(self._pushers):
-            bucket = list(compress(records, map(worker.__eq__, targets)))
+        targets = list(map(_mod, map(worker.route_hash, keys), repeat(peers)))
+        pushers = self._pushers
+        for target in range(peers):
+            bucket = list(compress(records, map(target.__eq__, targets)))
             if bucket:
-                pusher.push((time, bucket))
+                pushers[target].push((time, bucket))
 
 
 class _BroadcastPusher:
-    __slots__ = ("_pushers",)
+    __slots__ = ("_pushers", "_worker")
 
-    def __init__(self, pushers: list) -> None:
+    def __init__(self, pushers: list, worker: Any) -> None:
         self._pushers = pushers
+        self._worker = worker
 
     def give(self, time: Any, records: list) -> None:
-        for pusher in self._pushers:
-            pusher.push((time, records))
+        pushers = self._pushers
+        for target in range(self._worker.routing_peers):
+            pushers[target].push((time, records))
 
 
 class Tee:

@@ -297,4 +297,9 @@ class OperatorBuilder:
         caps = [Capability(scope.minimum, [internal]) for internal in self._internals]
         for internal in self._internals:
             internal.clear()
+        if worker.is_joiner:
+            # A worker that joined a running cluster holds no capabilities (seed 003):
+            # the +peers everyone started with belong to the original workers.
+            for cap in caps:
+                cap.disown()
         core.logic = constructor(caps)

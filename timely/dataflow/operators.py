@@ -85,6 +85,7 @@ class InputHandle:
         self._cap: Optional[Capability] = None
         self._buffer: list = []
         self.closed = False
+        self._joiner_time = scope.minimum
 
         def constructor(caps):
             self._cap = caps[0]
@@ -95,13 +96,22 @@ class InputHandle:
         """The time records are sent at now."""
         if self._cap is None:
             raise ValueError("the input is closed")
-        return self._cap.time
+        return self._cap.time if self._cap.valid else self._joiner_time
+
+    def _holds(self) -> bool:
+        if self._cap.valid:
+            return True
+        if not self.closed:
+            raise ValueError("this worker joined a running cluster and holds no capability: "
+                             "it cannot send input")
+        return False
 
     epoch = time
 
     def send(self, record: Any) -> None:
         if self.closed:
             raise ValueError("cannot send: the input is closed")
+        self._holds()
         self._buffer.append(record)
         if len(self._buffer) >= 4096:
             self.flush()
@@ -109,6 +119,7 @@ class InputHandle:
     def send_batch(self, records: Iterable[Any]) -> None:
         if self.closed:
             raise ValueError("cannot send: the input is closed")
+        self._holds()
         self.flush()
         records = list(records)
         if records:
@@ -125,6 +136,9 @@ class InputHandle:
         """Send later records at ``time`` (which must not be earlier than ``time()``)."""
         if self.closed:
             raise ValueError("cannot advance: the input is closed")
+        if not self._cap.valid:        # a joined worker: no capability to move
+            self._joiner_time = time
+            return
         self.flush()
         if time != self._cap.time:
             self._cap.downgrade(time)
@@ -135,9 +149,10 @@ class InputHandle:
         if not self.closed:
             self.flush()
             self.closed = True
-            self._cap.drop()
+            if self._cap.valid:
+                self._cap.drop()
+                self._activate()
             self._cap = None
-            self._activate()
 
 
 def new_input(scope: Any) -> tuple[InputHandle, Stream]:

@@ -3,31 +3,53 @@
 Each call to ``send`` ships the (consolidated) pointstamp changes of one worker step as
 ONE message — a progress batch is never split, which is what makes the exchange
 protocol safe (seed 004) — tagged with the sender and a per-sender sequence number, to
-every worker over FIFO channels. ``recv`` folds every batch that has arrived into a
-ChangeBatch. The transport is whatever ``Allocator`` the worker has (threads now,
-TCP between processes). Costs: ``send`` O(u + peers) for u updates, ``recv`` O(u).
+every worker over FIFO channels (once per remote process in cluster mode). ``recv``
+folds every batch that has arrived into a ChangeBatch, checking sequence numbers: a
+batch already applied is skipped, a missing one is an error.
+
+For rescaling (seed 003 §3.4) a Progcaster also keeps its *progress state*: the
+accumulation of every batch applied, and the last sequence number applied per sender.
+Batches cancel out (+1 / -1), so the accumulation stays small however long the
+computation runs; ``state_size()`` measures it. The first message a Progcaster sends
+on a link to a joining process is a bootstrap marker carrying its next sequence
+number; ``recorders`` keep the batches a bootstrap server must be able to replay.
+
+Costs: ``send`` O(u + links) for u updates; ``recv`` O(u) (+ O(u) to accumulate, + O(1)
+per active recorder).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from . import ChangeBatch
+
+MARKER = "bootstrap"
+
+
+class ProgressSequenceError(RuntimeError):
+    """A progress batch was lost or arrived out of order: frontiers would be wrong."""
 
 
 class Progcaster:
     """Progress broadcast for one scope of one worker."""
 
-    __slots__ = ("source", "channel", "_pushers", "_puller", "seq", "counts_sent",
-                 "counts_received", "last_seq")
+    __slots__ = ("source", "channel", "_pushers", "_puller", "seq", "batches_sent",
+                 "batches_received", "updates_sent", "last_seq", "accumulated", "recorders",
+                 "markers", "hold")
 
-    def __init__(self, allocator: Any, channel: int) -> None:
+    def __init__(self, allocator: Any, channel: int, accumulate: bool = False) -> None:
         self.source = allocator.index
         self.channel = channel
-        self._pushers, self._puller = allocator.allocate(channel)
-        self.seq = 0                       # sequence number of the next batch we send
-        self.counts_sent = 0
-        self.counts_received = 0
+        self._pushers, self._puller = allocator.allocate_broadcast(channel)
+        self.seq = 0                        # sequence number of the next batch we send
+        self.batches_sent = 0
+        self.batches_received = 0
+        self.updates_sent = 0
         self.last_seq: dict[int, int] = {}  # per sender: last sequence number applied
+        self.accumulated: Optional[ChangeBatch] = ChangeBatch() if accumulate else None
+        self.recorders: list[dict] = []     # bootstrap servers: sender -> {seq: updates}
+        self.markers: dict[int, int] = {}   # joiner: sender -> first seq it sends us directly
+        self.hold: Optional[list] = None    # joiner, while bootstrapping: batches kept aside
 
     def send(self, changes: ChangeBatch) -> None:
         """Broadcast ``changes`` (drained) as one batch, if it holds anything."""
@@ -36,19 +58,65 @@ class Progcaster:
         updates = changes.drain()
         message = (self.source, self.seq, updates)
         self.seq += 1
-        self.counts_sent += 1
+        self.batches_sent += 1
+        self.updates_sent += len(updates)
         for pusher in self._pushers:
             pusher.push(message)
 
+    def send_marker(self, pushers: list) -> None:
+        """Tell a joining process, as our first message to it, our next sequence number."""
+        for pusher in pushers:
+            pusher.push((self.source, MARKER, self.seq))
+
     def recv(self, changes: ChangeBatch) -> None:
         """Add every batch received since last called to ``changes``."""
+        messages = self._puller.drain()
+        if not messages:
+            return
+        if self.hold is not None:
+            self.hold.extend(messages)
+            return
+        self.apply(messages, changes)
+
+    def apply(self, messages: list, changes: ChangeBatch) -> None:
         last = self.last_seq
-        for source, seq, updates in self._puller.drain():
+        for source, seq, updates in messages:
+            if seq == MARKER:
+                self.markers[source] = updates
+                continue
             expected = last.get(source, -1) + 1
+            if seq < expected:
+                continue                    # already part of the bootstrap state
             if seq != expected:
-                raise RuntimeError(f"progress channel {self.channel}: batch {seq} from worker "
-                                   f"{source} arrived, expected {expected}: a batch was lost or "
-                                   f"duplicated")
+                raise ProgressSequenceError(
+                    f"progress channel {self.channel}: batch {seq} from worker {source} arrived, "
+                    f"expected {expected}: a batch was lost")
             last[source] = seq
-            self.counts_received += 1
+            self.batches_received += 1
             changes.extend(updates)
+            if self.accumulated is not None:
+                self.accumulated.extend(updates)
+            for recorder in self.recorders:
+                recorder.setdefault(source, {})[seq] = updates
+
+    def install(self, updates: list, last_seq: dict, changes: ChangeBatch) -> None:
+        """A joiner takes a bootstrap state: the accumulation, and where it stands."""
+        changes.extend(updates)
+        if self.accumulated is not None:
+            self.accumulated.extend(updates)
+        for source, seq in last_seq.items():
+            self.last_seq[int(source)] = seq
+
+    def state(self) -> tuple[list, dict]:
+        """The progress state: accumulated updates and last sequence number per sender."""
+        if self.accumulated is None:
+            raise RuntimeError("this Progcaster does not accumulate (rescaling is off)")
+        return list(self.accumulated), dict(self.last_seq)
+
+    def state_size(self) -> int:
+        """Distinct (location, time) entries in the accumulated state."""
+        return 0 if self.accumulated is None else len(self.accumulated)
+
+    def recorded(self) -> int:
+        """Batches held by bootstrap-server recorders."""
+        return sum(len(seqs) for recorder in self.recorders for seqs in recorder.values())

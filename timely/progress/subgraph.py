@@ -31,7 +31,6 @@ import heapq
 from typing import Any, Callable, Optional
 
 from . import ChangeBatch, MutableAntichain
-from .broadcast import Progcaster
 from .location import Location, Source, Target
 from .operate import SharedProgress
 from .reachability import Builder
@@ -156,7 +155,7 @@ class SubgraphBuilder:
             children[source.node].edges[source.port].append(target)
             builder.add_edge(source, target)
         tracker = builder.build()
-        progcaster = Progcaster(worker.allocator, worker.allocate_progress_channel(self.path))
+        progcaster = worker.new_progcaster(self.path)
         return Subgraph(self, worker, children, tracker, progcaster, to_outer, to_inner,
                         summary_to_outer)
 

@@ -1,0 +1,624 @@
+"""Cluster mode: worker threads in several processes, connected over TCP.
+
+One TCP connection per pair of processes, each with a send thread and a receive thread
+(as in timely). Process i listens on its address (``Config.address_of(i)``), connects to
+every process with a smaller index, and accepts the others. Every connection starts
+with a mutual HMAC challenge on the cluster secret (the secret never crosses the wire);
+a connection that fails it, or that speaks garbage, is logged and closed while the
+process carries on. After the handshake the connection carries frames (see
+``codec``): data and progress messages for the receiving process's worker threads, and
+control frames (heartbeats, goodbye, the rescaling protocol).
+
+Fail-stop: a peer that disconnects without saying goodbye, goes silent for longer than
+``Config.timeout``, or sends a malformed frame makes every worker of this process stop
+with a ``ClusterError`` naming it — never a wrong frontier, never a hang past the
+timeout. A joining process that disappears before it finished joining is dropped
+instead: no data was routed to it yet, so the cluster carries on.
+
+Costs: a message to a remote worker is one msgpack encoding and one frame; a progress
+batch crosses each process boundary once, whatever the number of remote workers.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import queue
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from typing import Any, Callable, Optional
+
+from .codec import HEADER, FrameError, decode_header, decode_payload, encode_frame
+from .thread import LocalPusher, ProcessHub, QueuePuller, ThreadAllocator, ThreadPusher
+
+log = logging.getLogger("timely.cluster")
+
+CONTROL = 0xFFFFFFFF          # channel of control frames
+# magic, process, processes, workers, original processes, joining (bootstrap worker + 1, or 0)
+_HELLO = struct.Struct("!8sIIIII")
+_MAGIC = b"pytimely"
+_NONCE = 32
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot go on: a peer died, went silent, or broke the protocol."""
+
+
+def secret_from(config: Any) -> bytes:
+    """The cluster secret: TIMELY_CLUSTER_SECRET, else the file in config.secret_file."""
+    value = os.environ.get("TIMELY_CLUSTER_SECRET")
+    if value:
+        return value.encode()
+    path = getattr(config, "secret_file", None)
+    if path:
+        try:
+            with open(path, "rb") as f:
+                data = f.read().strip()
+        except OSError as e:
+            raise ClusterError(f"cannot read the cluster secret file {path!r}: {e}") from None
+        if data:
+            return data
+        raise ClusterError(f"the cluster secret file {path!r} is empty")
+    secret = getattr(config, "secret", None)
+    if secret:
+        return secret.encode()
+    raise ClusterError("cluster mode needs a secret: set TIMELY_CLUSTER_SECRET, --secret-file, "
+                       "or `secret` in the TOML config")
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def handshake(sock: socket.socket, secret: bytes, hello: tuple, timeout: float) -> tuple:
+    """Exchange hellos and prove knowledge of ``secret`` both ways; returns the peer's
+    hello (process, processes, workers, original processes, joining)."""
+    sock.settimeout(timeout)
+    mine = os.urandom(_NONCE)
+    sock.sendall(_HELLO.pack(_MAGIC, *hello) + mine)
+    data = _recv_exact(sock, _HELLO.size + _NONCE)
+    magic, *theirs = _HELLO.unpack(data[:_HELLO.size])
+    if magic != _MAGIC:
+        raise FrameError("not a pytimely peer (bad magic)")
+    nonce = data[_HELLO.size:]
+    proof = hmac.new(secret, nonce + _HELLO.pack(_MAGIC, *hello), hashlib.sha256).digest()
+    sock.sendall(proof)
+    their_proof = _recv_exact(sock, len(proof))
+    expected = hmac.new(secret, mine + data[:_HELLO.size], hashlib.sha256).digest()
+    if not hmac.compare_digest(their_proof, expected):
+        raise PermissionError("peer does not know the cluster secret")
+    return tuple(theirs)
+
+
+class Connection:
+    """One authenticated TCP connection to another process: a send and a receive thread."""
+
+    def __init__(self, hub: "ClusterHub", process: int, sock: socket.socket, joining: bool) -> None:
+        self.hub = hub
+        self.process = process
+        self.sock = sock
+        self.joining = joining        # the peer is a joiner that has not finished joining
+        self._sendq: "queue.SimpleQueue[Optional[bytes]]" = queue.SimpleQueue()
+        self._closed = threading.Event()
+        self.bytes_sent = 0
+        self.frames_sent = 0
+        self.peer_gone = False        # the peer said goodbye: it needs nothing more from us
+        sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sender = threading.Thread(target=self._send_loop, daemon=True,
+                                        name=f"timely-send-{hub.process}-{process}")
+        self._receiver = threading.Thread(target=self._recv_loop, daemon=True,
+                                          name=f"timely-recv-{hub.process}-{process}")
+
+    def start(self) -> None:
+        self._sender.start()
+        self._receiver.start()
+
+    def send(self, frame: bytes) -> None:
+        self._sendq.put(frame)
+
+    def send_frame(self, channel: int, source: int, first: int, last: int, seq: int, obj: Any) -> None:
+        if not self.peer_gone:
+            self._sendq.put(encode_frame(channel, source, first, last, seq, obj))
+
+    def goodbye(self) -> None:
+        """Flush what is queued, say goodbye, and stop sending."""
+        self.send_frame(CONTROL, -1, 0, 0, 0, ("bye",))
+        self._sendq.put(None)
+
+    def _send_loop(self) -> None:
+        heartbeat = max(0.05, self.hub.timeout / 4)
+        get = self._sendq.get
+        try:
+            while True:
+                try:
+                    frame = get(timeout=heartbeat)
+                except queue.Empty:
+                    frame = encode_frame(CONTROL, -1, 0, 0, 0, ("hb",))
+                if frame is None:
+                    break
+                frames = [frame]
+                stop = False
+                while len(frames) < 256:       # coalesce what is queued into one write
+                    try:
+                        more = self._sendq.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        stop = True
+                        break
+                    frames.append(more)
+                data = b"".join(frames)
+                self.sock.sendall(data)
+                self.bytes_sent += len(data)
+                self.frames_sent += len(frames)
+                if stop:
+                    break
+        except OSError as e:
+            if not self._closed.is_set() and not self.peer_gone:
+                self.hub.connection_lost(self, f"send failed: {e}")
+
+    def _recv_loop(self) -> None:
+        sock = self.sock
+        sock.settimeout(self.hub.timeout)
+        hub = self.hub
+        try:
+            while True:
+                header = _recv_exact(sock, HEADER.size)
+                channel, source, first, last, seq, length = decode_header(header)
+                payload = decode_payload(_recv_exact(sock, length)) if length else None
+                if channel == CONTROL:
+                    kind = payload[0] if payload else None
+                    if kind == "hb":
+                        continue
+                    if kind == "bye":
+                        self.peer_gone = True
+                        hub.connection_closed(self)
+                        return
+                    hub.control(self, source, first, last, payload)
+                else:
+                    hub.deliver(channel, source, first, last, seq, payload)
+        except socket.timeout:
+            hub.connection_lost(self, f"silent for more than {hub.timeout:g} s")
+        except (ConnectionError, OSError) as e:
+            if not self._closed.is_set() and not self.peer_gone:
+                hub.connection_lost(self, f"disconnected ({e})")
+        except (FrameError, ValueError, TypeError) as e:
+            hub.connection_lost(self, f"sent a malformed frame: {e}")
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class RescaleMessage:
+    """A process joined (``kind == "join"``) or finished joining (``"joined"``), or a
+    joiner was lost before it finished (``"lost"``); applied by each worker at the
+    start of its next step."""
+
+    __slots__ = ("kind", "process", "first", "last", "bootstrap")
+
+    def __init__(self, kind: str, process: int, first: int, last: int, bootstrap: int = -1) -> None:
+        self.kind, self.process, self.first, self.last, self.bootstrap = kind, process, first, last, bootstrap
+
+    def __repr__(self) -> str:
+        return f"RescaleMessage({self.kind}, process {self.process}, workers {self.first}..{self.last})"
+
+
+class ClusterHub(ProcessHub):
+    """This process's side of the cluster: local queues, connections, the acceptor."""
+
+    def __init__(self, config: Any, secret: bytes, processes: int, original_processes: int,
+                 joining: bool = False) -> None:
+        super().__init__(config.workers, first_index=config.process * config.workers)
+        self.config = config
+        self.process = config.process
+        self.workers_per_process = config.workers
+        self.processes = processes
+        self.original_processes = original_processes
+        self.joining = joining
+        self.timeout = config.timeout
+        self.secret = secret
+        self.connections: dict[int, Connection] = {}
+        self._lock = threading.RLock()
+        self.error: Optional[ClusterError] = None
+        self.abort = threading.Event()
+        self.rescales = [deque() for _ in range(config.workers)]
+        self.finished_joining = set()
+        self._listener: Optional[socket.socket] = None
+        self._stopping = threading.Event()
+        self.refused = 0
+        self.bootstrapped = 0
+
+    # ---- start-up ---------------------------------------------------------------------
+    def listen(self) -> None:
+        host, port = self.config.address_of(self.process)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            raise ClusterError(f"process {self.process} cannot listen on {host}:{port}: {e}") from None
+        sock.listen(64)
+        self._listener = sock
+        threading.Thread(target=self._accept_loop, daemon=True, name=f"timely-acceptor-{self.process}").start()
+
+    def _hello(self) -> tuple:
+        joining = self.config.join + 1 if self.joining else 0
+        return (self.process, self.processes, self.workers_per_process, self.original_processes, joining)
+
+    def connect_all(self) -> None:
+        """Connect to every process with a smaller index; wait for the others to connect."""
+        deadline = time.monotonic() + self.timeout
+        for process in range(self.process):
+            host, port = self.config.address_of(process)
+            while True:
+                try:
+                    sock = socket.create_connection((host, port), timeout=self.timeout)
+                    theirs = handshake(sock, self.secret, self._hello(), self.timeout)
+                    break
+                except (ConnectionRefusedError, socket.timeout, ConnectionResetError):
+                    if time.monotonic() > deadline:
+                        raise ClusterError(f"process {process} at {host}:{port} did not answer "
+                                           f"within {self.timeout:g} s") from None
+                    time.sleep(0.05)
+                except PermissionError as e:
+                    raise ClusterError(f"process {process} at {host}:{port} refused us: {e}") from None
+            self._check_peer(theirs, process)
+            self._add(process, sock, joining=False)
+        while True:
+            with self._lock:
+                missing = [p for p in range(self.processes) if p != self.process and p not in self.connections]
+            if not missing:
+                return
+            if self.error is not None:
+                raise self.error
+            if time.monotonic() > deadline:
+                raise ClusterError(f"process {self.process}: processes {missing} did not connect "
+                                   f"within {self.timeout:g} s")
+            time.sleep(0.01)
+
+    def _check_peer(self, hello: tuple, expected: Optional[int]) -> None:
+        process, processes, workers, original, _ = hello
+        if expected is not None and process != expected:
+            raise ClusterError(f"expected process {expected} but process {process} answered")
+        if workers != self.workers_per_process:
+            raise ClusterError(f"process {process} runs {workers} workers, this one {self.workers_per_process}: "
+                               f"every process must run the same number")
+
+    def _accept_loop(self) -> None:
+        listener = self._listener
+        while not self._stopping.is_set():
+            try:
+                sock, addr = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._admit, args=(sock, addr), daemon=True).start()
+
+    def _admit(self, sock: socket.socket, addr: Any) -> None:
+        try:
+            theirs = handshake(sock, self.secret, self._hello(), min(self.timeout, 10.0))
+            self._check_peer(theirs, None)
+        except (PermissionError, FrameError, ConnectionError, OSError, ClusterError, struct.error) as e:
+            self.refused += 1
+            log.warning("process %d refused a connection from %s: %s", self.process, addr, e)
+            sock.close()
+            return
+        process, processes, _, _, joining = theirs
+        with self._lock:
+            if process in self.connections or process == self.process:
+                log.warning("process %d refused a second connection claiming to be process %d",
+                            self.process, process)
+                sock.close()
+                return
+        if joining:
+            log.info("process %d: process %d is joining (%d processes)", self.process, process, processes)
+            self._add(process, sock, joining=True)
+            first = process * self.workers_per_process
+            self._post(RescaleMessage("join", process, first, first + self.workers_per_process - 1,
+                                      bootstrap=joining - 1))
+        else:
+            self._add(process, sock, joining=False)
+
+    def _add(self, process: int, sock: socket.socket, joining: bool) -> None:
+        conn = Connection(self, process, sock, joining)
+        with self._lock:
+            self.connections[process] = conn
+            self.processes = max(self.processes, process + 1)
+        conn.start()
+
+    def _post(self, message: RescaleMessage) -> None:
+        for local, pending in enumerate(self.rescales):
+            pending.append(message)
+            self.events[local].append(CONTROL)
+            self.wakes[local].set()
+
+    # ---- receiving --------------------------------------------------------------------
+    def deliver(self, channel: int, source: int, first: int, last: int, seq: int, payload: Any) -> None:
+        base = self.first_index
+        lo, hi = first - base, last - base
+        if lo < 0 or hi >= self.workers:
+            raise FrameError(f"frame for workers {first}..{last}, but this process hosts "
+                             f"{base}..{base + self.workers - 1}")
+        queues = self.queues(channel)
+        for local in range(lo, hi + 1):
+            queues[local].append(payload)
+            self.events[local].append(channel)
+            self.wakes[local].set()
+
+    def control(self, conn: Connection, source: int, first: int, last: int, payload: Any) -> None:
+        kind = payload[0]
+        if kind == "joined":
+            conn.joining = False
+            process = payload[1]
+            self.finished_joining.add(process)
+            first_w = process * self.workers_per_process
+            self._post(RescaleMessage("joined", process, first_w, first_w + self.workers_per_process - 1))
+        else:
+            self.deliver(CONTROL, source, first, last, 0, payload)
+
+    # ---- failures ---------------------------------------------------------------------
+    def connection_lost(self, conn: Connection, why: str) -> None:
+        if self._stopping.is_set():
+            return
+        host, port = self.config.address_of(conn.process)
+        with self._lock:
+            if self.connections.get(conn.process) is conn:
+                del self.connections[conn.process]
+        if conn.joining:
+            log.warning("process %d: joining process %d (%s:%d) was lost before it finished "
+                        "joining: %s; carrying on without it", self.process, conn.process, host, port, why)
+            first = conn.process * self.workers_per_process
+            self._post(RescaleMessage("lost", conn.process, first, first + self.workers_per_process - 1))
+            conn.close()
+            return
+        self.fail(ClusterError(f"process {conn.process} ({host}:{port}) {why}"))
+
+    def connection_closed(self, conn: Connection) -> None:
+        with self._lock:
+            if self.connections.get(conn.process) is conn:
+                del self.connections[conn.process]
+
+    def fail(self, error: ClusterError) -> None:
+        if self.error is None:
+            self.error = error
+            log.error("%s", error)
+        self.abort.set()
+        for wake in self.wakes:
+            wake.set()
+
+    def shutdown(self) -> None:
+        """Say goodbye to every peer once our queues are flushed, wait (up to the timeout)
+        for their goodbyes, then close."""
+        self._stopping.set()
+        with self._lock:
+            conns = list(self.connections.values())
+        for conn in conns:
+            conn.goodbye()
+        deadline = time.monotonic() + self.timeout
+        for conn in conns:
+            conn._sender.join(timeout=max(0.0, deadline - time.monotonic()))
+        for conn in conns:
+            conn._receiver.join(timeout=max(0.0, deadline - time.monotonic()))
+            conn.close()
+        if self._listener is not None:
+            self._listener.close()
+
+    def kill(self) -> None:
+        """Close every connection at once, without goodbye: peers see this process die."""
+        self._stopping.set()
+        with self._lock:
+            conns = list(self.connections.values())
+        for conn in conns:
+            conn.close()
+        if self._listener is not None:
+            self._listener.close()
+
+    def stop_accepting(self) -> None:
+        """Rescaling is off: no process may join once the cluster is connected."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
+    def joined_locally(self, worker: Any) -> None:
+        """A joining worker finished bootstrapping; once all have, tell every process."""
+        with self._lock:
+            self.bootstrapped += 1
+            everyone = self.bootstrapped == self.workers
+            conns = list(self.connections.values())
+        if everyone:
+            log.info("process %d finished joining", self.process)
+            for conn in conns:
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("joined", self.process))
+
+    def allocator(self, local: int) -> "ClusterAllocator":
+        return ClusterAllocator(self, local)
+
+
+class _RemotePusher:
+    """Sends to one worker of another process."""
+
+    __slots__ = ("_conn", "_channel", "_source", "_target")
+
+    def __init__(self, conn: Connection, channel: int, source: int, target: int) -> None:
+        self._conn, self._channel, self._source, self._target = conn, channel, source, target
+
+    def push(self, message: Any) -> None:
+        self._conn.send_frame(self._channel, self._source, self._target, self._target, 0, message)
+
+
+class _ProcessPusher:
+    """Sends once to every worker of another process (progress batches)."""
+
+    __slots__ = ("_conn", "_channel", "_source", "_first", "_last")
+
+    def __init__(self, conn: Connection, channel: int, source: int, first: int, last: int) -> None:
+        self._conn, self._channel, self._source, self._first, self._last = conn, channel, source, first, last
+
+    def push(self, message: Any) -> None:
+        self._conn.send_frame(self._channel, self._source, self._first, self._last, 0, message)
+
+
+class _DeadPusher:
+    """Stands for a worker that is gone (a joiner lost mid-join): nothing was routed to it."""
+
+    __slots__ = ()
+
+    def push(self, message: Any) -> None:
+        pass
+
+
+class ClusterAllocator(ThreadAllocator):
+    """A worker's allocator in cluster mode: local threads plus remote processes."""
+
+    def __init__(self, hub: ClusterHub, local: int) -> None:
+        super().__init__(hub, local)
+        self.hub: ClusterHub = hub
+        self.peers = hub.processes * hub.workers_per_process
+        self._per_worker: dict[int, list] = {}     # channel -> pushers per global worker
+        self._per_process: dict[int, list] = {}    # channel -> pushers per process/local worker
+        self._processes = list(range(hub.processes))
+
+    def _remote(self, process: int) -> Optional[Connection]:
+        return self.hub.connections.get(process)
+
+    def _worker_pushers(self, channel: int, process: int) -> list:
+        w = self.hub.workers_per_process
+        if process == self.hub.process:
+            queues = self.hub.queues(channel)
+            return [LocalPusher(q, self._events, channel) if i == self.local else
+                    ThreadPusher(q, self.hub.events[i], self.hub.wakes[i], channel)
+                    for i, q in enumerate(queues)]
+        conn = self._remote(process)
+        if conn is None:
+            return [_DeadPusher() for _ in range(w)]
+        return [_RemotePusher(conn, channel, self.index, process * w + i) for i in range(w)]
+
+    def allocate(self, channel: int) -> tuple[list, QueuePuller]:
+        pushers: list = []
+        for process in self._processes:
+            pushers.extend(self._worker_pushers(channel, process))
+        self._per_worker[channel] = pushers
+        return pushers, QueuePuller(self.hub.queues(channel)[self.local])
+
+    def allocate_broadcast(self, channel: int) -> tuple[list, QueuePuller]:
+        """Pushers that reach every worker, one per remote process (progress batches)."""
+        pushers: list = []
+        for process in self._processes:
+            pushers.extend(self._broadcast_pushers(channel, process))
+        self._per_process[channel] = pushers
+        return pushers, QueuePuller(self.hub.queues(channel)[self.local])
+
+    def _broadcast_pushers(self, channel: int, process: int) -> list:
+        w = self.hub.workers_per_process
+        if process == self.hub.process:
+            return self._worker_pushers(channel, process)
+        conn = self._remote(process)
+        if conn is None:
+            return [_DeadPusher()]
+        return [_ProcessPusher(conn, channel, self.index, process * w, process * w + w - 1)]
+
+    def add_process(self, process: int) -> dict[int, list]:
+        """Back-fill every channel allocated so far with pushers to ``process``; returns,
+        per broadcast channel, the pushers added (the progcasters' new links)."""
+        if process in self._processes:
+            return {}
+        self._processes.append(process)
+        self.peers = max(self.peers, (process + 1) * self.hub.workers_per_process)
+        for channel, pushers in self._per_worker.items():
+            pushers.extend(self._worker_pushers(channel, process))
+        added = {}
+        for channel, pushers in self._per_process.items():
+            new = self._broadcast_pushers(channel, process)
+            pushers.extend(new)
+            added[channel] = new
+        return added
+
+    def remove_process(self, process: int) -> None:
+        """Forget a process that is gone (a joiner lost before it finished joining)."""
+        w = self.hub.workers_per_process
+        for channel, pushers in self._per_worker.items():
+            for g in range(process * w, process * w + w):
+                if g < len(pushers):
+                    pushers[g] = _DeadPusher()
+        for channel, pushers in self._per_process.items():
+            for i, p in enumerate(pushers):
+                if isinstance(p, _ProcessPusher) and p._first == process * w:
+                    pushers[i] = _DeadPusher()
+
+    def control_send(self, process: int, first: int, last: int, payload: Any) -> None:
+        conn = self._remote(process)
+        if conn is None:
+            raise ClusterError(f"no connection to process {process}")
+        conn.send_frame(CONTROL, self.index, first, last, 0, payload)
+
+    def control_puller(self) -> QueuePuller:
+        return QueuePuller(self.hub.queues(CONTROL)[self.local])
+
+    def rescales(self) -> list[RescaleMessage]:
+        pending = self.hub.rescales[self.local]
+        out = []
+        while pending:
+            out.append(pending.popleft())
+        return out
+
+
+def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
+    """``execute`` for one process of a cluster (or a process joining one)."""
+    from ..worker import Worker, WorkerAborted
+
+    secret = secret_from(config)
+    joining = config.join is not None
+    processes = config.process + 1 if joining else config.processes
+    hub = ClusterHub(config, secret, processes, config.processes, joining)
+    hub.listen()
+    try:
+        hub.connect_all()
+    except BaseException:
+        hub.kill()
+        raise
+    if not config.rescaling:
+        hub.stop_accepting()
+    results: list[Any] = [None] * config.workers
+    errors: list[BaseException] = []
+    workers = [Worker(config, hub.allocator(i), hub.abort) for i in range(config.workers)]
+
+    def run(local: int) -> None:
+        worker = workers[local]
+        try:
+            results[local] = build(worker)
+            worker.run()
+        except WorkerAborted:
+            pass
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+            if not isinstance(e, ClusterError):
+                hub.fail(ClusterError(f"worker {worker.index} failed: {e!r}"))
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"timely-worker-{config.process}-{i}",
+                                daemon=True) for i in range(config.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if hub.error is not None or errors:
+        hub.kill()
+        first = next((e for e in errors if not isinstance(e, ClusterError)), None)
+        raise first or hub.error or errors[0]
+    hub.shutdown()
+    return results

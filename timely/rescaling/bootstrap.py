@@ -1,0 +1,189 @@
+"""The peer-to-peer bootstrap protocol (seed 003 §3.4.1).
+
+A joining worker (the *client*) needs the progress state of every scope: what every
+worker has said so far. The *server*, an existing worker chosen by ``--join B``:
+
+1. when its worker applies the join, snapshots each Progcaster's state (accumulated
+   updates + last sequence number applied per sender), sends it to the joining
+   workers, and starts recording later batches per sender;
+2. answers range requests ``(channel, sender, start, end)`` from its recordings; a range
+   it has not received yet stays pending and is answered once its own worker has
+   pulled those batches from the network in later steps (it never blocks);
+3. stops recording when every joining worker said it is done.
+
+The client, meanwhile, holds every progress batch that reaches it directly. Each
+existing worker's first message on each new progress link is a marker carrying the
+next sequence number it will send, so the client knows it will see every batch from
+that number on. It requests the gaps between the state and the markers, installs the
+state and the ranges, replays what it held (skipping batches the state covers), and
+announces that it has joined. Messages are control frames over the cluster's TCP
+connections; the bootstrap pause is the server's time to snapshot and send.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+log = logging.getLogger("timely.rescaling")
+
+
+class BootstrapError(RuntimeError):
+    """The bootstrap protocol could not complete."""
+
+
+class BootstrapServer:
+    """The server side for one joining process, run inside a worker's steps."""
+
+    def __init__(self, worker: Any, process: int, first: int, last: int) -> None:
+        self.worker = worker
+        self.process = process
+        self.first, self.last = first, last
+        self.pending: list[tuple] = []
+        self.waiting = set(range(first, last + 1))
+        self.recorders: dict[int, dict] = {}
+        started = time.perf_counter()
+        state = []
+        for channel, progcaster in sorted(worker.progcasters.items()):
+            updates, last_seq = progcaster.state()
+            state.append((channel, updates, last_seq))
+            recorder: dict = {}
+            progcaster.recorders.append(recorder)
+            self.recorders[channel] = recorder
+        worker.allocator.control_send(process, first, last, ("bs-state", worker.index, state))
+        self.pause = time.perf_counter() - started
+        self.state_entries = sum(len(u) for _, u, _ in state)
+        log.info("worker %d: bootstrap server for process %d: sent %d progress entries in %.2f ms",
+                 worker.index, process, self.state_entries, self.pause * 1e3)
+
+    def request(self, requester: int, channel: int, source: int, start: int, end: int) -> None:
+        self.pending.append((requester, channel, source, start, end))
+
+    def poll(self) -> None:
+        """Answer every pending range request whose batches have all been received."""
+        still = []
+        for req in self.pending:
+            requester, channel, source, start, end = req
+            recorded = self.recorders.get(channel, {}).get(source, {})
+            if all(seq in recorded for seq in range(start, end)):
+                batches = [recorded[seq] for seq in range(start, end)]
+                self.worker.allocator.control_send(self.process, requester, requester,
+                                                   ("bs-range", channel, source, start, batches))
+            else:
+                still.append(req)
+        self.pending = still
+
+    def done(self, requester: int) -> bool:
+        self.waiting.discard(requester)
+        if not self.waiting:
+            self.close()
+            return True
+        return False
+
+    def close(self) -> None:
+        for channel, recorder in self.recorders.items():
+            progcaster = self.worker.progcasters.get(channel)
+            if progcaster is not None and recorder in progcaster.recorders:
+                progcaster.recorders.remove(recorder)
+        self.recorders.clear()
+        self.pending.clear()
+
+
+def run_client(worker: Any) -> float:
+    """Bootstrap a joining worker; returns the seconds it took."""
+    started = time.perf_counter()
+    allocator = worker.allocator
+    hub = allocator.hub
+    control = allocator.control_puller()
+    progcasters = worker.progcasters
+    for progcaster in progcasters.values():
+        progcaster.hold = []
+    existing = [g for p in range(worker.config.process) for g in
+                range(p * hub.workers_per_process, (p + 1) * hub.workers_per_process)
+                if p in hub.connections]
+    state = None
+    ranges: dict[tuple, list] = {}
+    requested: set = set()
+    deadline = time.monotonic() + worker.config.timeout * 4
+
+    def pull_progress() -> None:
+        for progcaster in progcasters.values():
+            for message in progcaster._puller.drain():
+                source, seq, payload = message
+                if seq == "bootstrap":
+                    progcaster.markers[source] = payload
+                else:
+                    progcaster.hold.append(message)
+
+    while True:
+        if hub.abort.is_set():
+            raise hub.error or BootstrapError("the cluster stopped during bootstrap")
+        if time.monotonic() > deadline:
+            raise BootstrapError(f"worker {worker.index}: bootstrap did not complete in time")
+        allocator.events()
+        pull_progress()
+        for message in control.drain():
+            kind = message[0]
+            if kind == "bs-state":
+                state = {channel: (updates, {int(k): v for k, v in last.items()})
+                         for channel, updates, last in message[2]}
+            elif kind == "bs-range":
+                _, channel, source, start, batches = message
+                ranges[(channel, source, start)] = batches
+        if state is not None:
+            complete = True
+            for channel, progcaster in progcasters.items():
+                if channel not in state:
+                    continue
+                _, last_seq = state[channel]
+                for source in existing:
+                    if source not in progcaster.markers:
+                        complete = False
+                        continue
+                    start = last_seq.get(source, -1) + 1
+                    end = progcaster.markers[source]
+                    if start < end:
+                        key = (channel, source, start)
+                        if key not in requested:
+                            requested.add(key)
+                            allocator.control_send(worker.config.join // hub.workers_per_process,
+                                                   worker.config.join, worker.config.join,
+                                                   ("bs-req", worker.index, channel, source, start, end))
+                        if key not in ranges:
+                            complete = False
+            if complete:
+                break
+        allocator.await_events(0.01)
+
+    for index in list(worker.dataflows()):
+        subgraph = worker.dataflow_subgraph(index)
+        for scope in _scopes(subgraph):
+            if scope.progcaster.channel not in state:
+                # finished everywhere before we joined: nothing of it is left to run here
+                worker.forget_dataflow(index)
+                break
+    for channel, progcaster in progcasters.items():
+        if channel not in state:
+            progcaster.hold = None
+            continue
+        updates, last_seq = state[channel]
+        scope = worker.scope_of_channel(channel)
+        progcaster.install(updates, last_seq, scope.final_pointstamp)
+        for (ch, source, start), batches in sorted(ranges.items()):
+            if ch == channel:
+                progcaster.apply([(source, start + i, b) for i, b in enumerate(batches)],
+                                 scope.final_pointstamp)
+        held, progcaster.hold = progcaster.hold, None
+        progcaster.apply(held, scope.final_pointstamp)
+        worker.activations.activate(scope.path)
+    allocator.control_send(worker.config.join // hub.workers_per_process, worker.config.join,
+                           worker.config.join, ("bs-done", worker.index))
+    return time.perf_counter() - started
+
+
+def _scopes(subgraph: Any):
+    yield subgraph
+    for child in subgraph.children:
+        op = child.operator
+        if op is not None and hasattr(op, "progcaster"):
+            yield from _scopes(op)
