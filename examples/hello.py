@@ -10,6 +10,7 @@ while it runs; from then on the numbers are spread over the larger cluster:
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -45,13 +46,14 @@ def hello(worker, rounds: int, delay: float, out=print):
 
 
 def main(argv):
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between rounds")
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
     timely.execute(config, lambda worker: hello(worker, args.rounds, args.delay,
-                                                lambda line: print(line, flush=True)))
+                                                lambda line: sys.stdout.write(line + "\n")))
 
 
 if __name__ == "__main__":

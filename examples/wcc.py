@@ -11,6 +11,8 @@ the smallest label each vertex reached is its component: the least vertex id in 
 from __future__ import annotations
 
 import argparse
+import logging
+import json
 import os
 import random
 import sys
@@ -32,8 +34,8 @@ def propagate(edges_in, ticks_in, loop_scope):
     handle, labels_in = loop_scope.loop_variable(1)
     builder = loop_scope.operator("LabelPropagation")
     tick_port = builder.new_input(ticks_in)
-    edge_port = builder.new_input(edges_in, Exchange(lambda e: e[0]))
-    label_port = builder.new_input(labels_in, Exchange(lambda m: m[0]))
+    edge_port = builder.new_input(edges_in, Exchange(lambda e: e[0], pinned=True))
+    label_port = builder.new_input(labels_in, Exchange(lambda m: m[0], pinned=True))
     to_loop, loop_stream = builder.new_output()
     to_report, report_stream = builder.new_output()
 
@@ -105,10 +107,10 @@ def components_per_epoch(stream):
             output.give_batch(cap, sorted(pending.pop(cap.time).items()))
             cap.drop()
     pending: dict = {}
-    return stream.unary_notify(Exchange(lambda u: u[0]), "Components", [], logic)
+    return stream.unary_notify(Exchange(lambda u: u[0], pinned=True), "Components", [], logic)
 
 
-def run(worker, batches):
+def run(worker, batches, epoch_delay=0.0):
     """Feed ``batches`` (a list of edge lists, one per epoch) and return captured labels."""
     def build(scope):
         edges, stream = scope.new_input()
@@ -120,7 +122,14 @@ def run(worker, batches):
         return edges, ticks, labels.capture(), labels.probe()
 
     edges, ticks, captured, probe = worker.dataflow(build)
+    # Labels and adjacency are per-vertex state: they are routed over the workers the
+    # dataflow started with (pinned), so a worker that joins later owns no vertex and
+    # has nothing to feed; it bootstraps its progress state and steps along.
+    if worker.bootstrap():
+        return captured
     for epoch, batch in enumerate(batches):
+        if epoch_delay:
+            clock.sleep(epoch_delay)
         if worker.index == 0:
             edges.send_batch(batch)
         ticks.send(epoch)
@@ -148,17 +157,24 @@ def merge(captures):
 
 
 def main(argv):
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--vertices", type=int, default=200)
     parser.add_argument("--edges", type=int, default=150)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--epoch-delay", type=float, default=0.0, help="seconds before each epoch")
+    parser.add_argument("--output", help="write this process's labels per epoch here (JSON; "
+                                         "{process} is replaced by the process index)")
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
     batches = random_batches(args.vertices, args.edges, args.epochs, args.seed)
     start = clock.perf_counter()
-    per_epoch = merge(timely.execute(config, lambda w: run(w, batches)))
+    per_epoch = merge(timely.execute(config, lambda w: run(w, batches, args.epoch_delay)))
     elapsed = clock.perf_counter() - start
+    if args.output:
+        with open(args.output.format(process=config.process), "w") as f:
+            json.dump({str(e): sorted(labels.items()) for e, labels in per_epoch.items()}, f)
     for epoch in sorted(per_epoch):
         labels = per_epoch[epoch]
         sizes = sorted((sum(1 for v in labels.values() if v == c) for c in set(labels.values())),

@@ -56,18 +56,24 @@ class Pipeline:
 
 class Exchange:
     """Route each record to the worker chosen by ``key(record)`` (the record itself
-    when ``key`` is None, which saves a call per record)."""
+    when ``key`` is None, which saves a call per record).
 
-    def __init__(self, key: Callable[[Any], Any] | None) -> None:
+    By default the route is ``hash % current peers``: once a process has joined, some
+    keys go to its workers. ``pinned=True`` routes over the workers the dataflow was
+    built on, whatever joins later: use it in front of an operator whose per-key state
+    must stay where it is (state does not migrate between workers)."""
+
+    def __init__(self, key: Callable[[Any], Any] | None, pinned: bool = False) -> None:
         if key is not None and not callable(key):
             raise TypeError(f"Exchange needs a key function, got {key!r}")
         self.key = key
+        self.pinned = pinned
 
     def connect(self, worker: Any, channel: int, path: tuple) -> tuple[Any, Any]:
         pushers, puller = worker.allocate(channel, path)
-        if worker.peers == 1 and not worker.config.rescaling:
+        if worker.peers == 1 and not worker.config.cluster:
             return _PipelinePusher(pushers[0]), puller
-        return _ExchangePusher(pushers, self.key, worker), puller
+        return _ExchangePusher(pushers, self.key, worker, self.pinned), puller
 
 
 class Broadcast:
@@ -94,16 +100,17 @@ class _PipelinePusher:
 class _ExchangePusher:
     """Routes by ``hash % worker.routing_peers``: the count changes when a process joins."""
 
-    __slots__ = ("_pushers", "_key", "_worker")
+    __slots__ = ("_pushers", "_key", "_worker", "_pinned")
 
-    def __init__(self, pushers: list, key: Callable | None, worker: Any) -> None:
+    def __init__(self, pushers: list, key: Callable | None, worker: Any, pinned: bool) -> None:
         self._pushers = pushers
         self._key = key
         self._worker = worker
+        self._pinned = pinned
 
     def give(self, time: Any, records: list) -> None:
         worker = self._worker
-        peers = worker.routing_peers
+        peers = worker.initial_peers if self._pinned else worker.routing_peers
         if peers == 1:
             self._pushers[0].push((time, records))
             return

@@ -18,10 +18,14 @@ that number on. It requests the gaps between the state and the markers, installs
 state and the ranges, replays what it held (skipping batches the state covers), and
 announces that it has joined. Messages are control frames over the cluster's TCP
 connections; the bootstrap pause is the server's time to snapshot and send.
+
+Fault injection for tests: ``TIMELY_FAULT_BOOTSTRAP_STALL=SECONDS`` makes a client
+stall that long after it received the state, so a test can kill it mid-bootstrap.
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
@@ -127,6 +131,9 @@ def run_client(worker: Any) -> float:
             if kind == "bs-state":
                 state = {channel: (updates, {int(k): v for k, v in last.items()})
                          for channel, updates, last in message[2]}
+                stall = float(os.environ.get("TIMELY_FAULT_BOOTSTRAP_STALL", "0") or 0)
+                if stall:
+                    time.sleep(stall)
             elif kind == "bs-range":
                 _, channel, source, start, batches = message
                 ranges[(channel, source, start)] = batches

@@ -1,0 +1,149 @@
+"""Launch a local cluster of processes: free loopback ports, a hostfile, a fresh secret.
+
+Used by ``make run`` (the rescaling demo), the cluster tests and the benchmarks. Each
+process runs ``python PROGRAM -n N -p I -w W -h HOSTFILE ...`` with the secret in its
+environment; ``join`` adds a process with ``-j B --nn N``. Output lines are collected
+with the time they were read. Processes are stopped by PID (never by name), and
+``close`` reaps every one of them.
+
+>>> ports = free_ports(3); len(set(ports)) == 3 and all(p > 1024 for p in ports)
+True
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Optional, Sequence
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+class Process:
+    """One launched process and the lines it printed (with arrival times)."""
+
+    def __init__(self, index: int, argv: list[str], env: dict, start: float, label: str) -> None:
+        self.index = index
+        self.label = label
+        self.lines: list[tuple[float, str]] = []
+        self.popen = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, bufsize=1)
+        self._start = start
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.popen.stdout:
+            self.lines.append((time.monotonic() - self._start, line.rstrip("\n")))
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def wait(self, timeout: float) -> int:
+        code = self.popen.wait(timeout=timeout)
+        self._reader.join(timeout=5)
+        return code
+
+    def output(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+
+class LocalCluster:
+    """A hostfile for ``slots`` processes on loopback, and the processes started on it."""
+
+    def __init__(self, program: str, slots: int, workers: int = 1, extra: Sequence[str] = (),
+                 env: Optional[dict] = None, python: str = sys.executable) -> None:
+        self.program = program
+        self.slots = slots
+        self.workers = workers
+        self.extra = list(extra)
+        self.python = python
+        self.ports = free_ports(slots)
+        self._dir = tempfile.TemporaryDirectory(prefix="timely-cluster-")
+        self.hostfile = os.path.join(self._dir.name, "hosts")
+        with open(self.hostfile, "w") as f:
+            f.write("".join(f"127.0.0.1:{p}\n" for p in self.ports))
+        self.secret = secrets.token_hex(16)
+        self.env = {**os.environ, **(env or {}), "TIMELY_CLUSTER_SECRET": self.secret,
+                    "PYTHONUNBUFFERED": "1"}
+        self.processes: list[Process] = []
+        self.start_time = time.monotonic()
+        self.events: list[tuple[float, str]] = []
+
+    def _argv(self, n: int, index: int, more: Sequence[str]) -> list[str]:
+        return [self.python, self.program, "-n", str(n), "-p", str(index), "-w", str(self.workers),
+                "-h", self.hostfile, *self.extra, *more]
+
+    def start(self, processes: int, *more: str) -> list[Process]:
+        """Start processes 0..processes-1 of a cluster of that size."""
+        for index in range(processes):
+            self.processes.append(Process(index, self._argv(processes, index, more), self.env,
+                                          self.start_time, f"p{index}"))
+        return self.processes
+
+    def join(self, original: int, bootstrap: int = 0, *more: str, secret: Optional[str] = None) -> Process:
+        """Start the next process as a joiner (``-j bootstrap --nn index+1``)."""
+        index = len(self.processes)
+        env = dict(self.env)
+        if secret is not None:
+            env["TIMELY_CLUSTER_SECRET"] = secret
+        self.events.append((time.monotonic() - self.start_time, f"process {index} joins"))
+        proc = Process(index, self._argv(original, index, ["-j", str(bootstrap), "--nn", str(index + 1), *more]),
+                       env, self.start_time, f"p{index}")
+        self.processes.append(proc)
+        return proc
+
+    def wait(self, timeout: float) -> list[int]:
+        deadline = time.monotonic() + timeout
+        codes = []
+        for proc in self.processes:
+            codes.append(proc.wait(max(0.1, deadline - time.monotonic())))
+        return codes
+
+    def interleaved(self) -> list[str]:
+        """Every process's lines and the join events, in the order they happened."""
+        rows = [(t, f"[{t:7.3f}s {p.label}] {line}") for p in self.processes for t, line in p.lines]
+        rows += [(t, f"[{t:7.3f}s ----] === {what} ===") for t, what in self.events]
+        return [text for _, text in sorted(rows)]
+
+    def kill(self, proc: Process, sig: int = signal.SIGKILL) -> None:
+        if proc.popen.poll() is None:
+            os.kill(proc.pid, sig)
+
+    def close(self) -> None:
+        """Stop (by PID) and reap every process still running."""
+        for proc in self.processes:
+            if proc.popen.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+        for proc in self.processes:
+            try:
+                proc.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self._dir.cleanup()
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
