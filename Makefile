@@ -31,6 +31,7 @@ bench: build
 	$(PY) benchmarks/wordcount.py
 
 run: build
+	$(PY) examples/rescaling_demo.py
 	$(PY) examples/wordcount.py -w 2
 	$(PY) examples/wcc.py -w 2 --vertices 2000 --edges 1500 --epochs 5
 
