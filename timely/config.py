@@ -79,8 +79,9 @@ class Config:
 
     @property
     def cluster(self) -> bool:
-        """More than one process, or joining one."""
-        return self.processes > 1 or self.join is not None
+        """Cluster mode: more than one process, joining one, or a hostfile (a cluster of
+        one process that others may join)."""
+        return self.processes > 1 or self.join is not None or bool(self.hostfile)
 
     @classmethod
     def coerce(cls, value: Any) -> "Config":

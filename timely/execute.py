@@ -18,7 +18,7 @@ from .worker import Worker, WorkerAborted
 def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
     """Run ``build`` on every worker (see the module docstring)."""
     config = Config.coerce(config)
-    if config.processes > 1:
+    if config.cluster:
         from .communication.cluster import execute_cluster
         return execute_cluster(config, build)
     hub = ProcessHub(config.workers)

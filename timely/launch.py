@@ -71,9 +71,11 @@ class Process:
 class LocalCluster:
     """A hostfile for ``slots`` processes on loopback, and the processes started on it."""
 
-    def __init__(self, program: str, slots: int, workers: int = 1, extra: Sequence[str] = (),
-                 env: Optional[dict] = None, python: str = sys.executable) -> None:
-        self.program = program
+    def __init__(self, program: str | Sequence[str], slots: int, workers: int = 1,
+                 extra: Sequence[str] = (), env: Optional[dict] = None,
+                 python: str = sys.executable) -> None:
+        """``program``: a script, or a script and the arguments that come first."""
+        self.program = [program] if isinstance(program, str) else list(program)
         self.slots = slots
         self.workers = workers
         self.extra = list(extra)
@@ -89,9 +91,10 @@ class LocalCluster:
         self.processes: list[Process] = []
         self.start_time = time.monotonic()
         self.events: list[tuple[float, str]] = []
+        self.join_walltimes: list[float] = []
 
     def _argv(self, n: int, index: int, more: Sequence[str]) -> list[str]:
-        return [self.python, self.program, "-n", str(n), "-p", str(index), "-w", str(self.workers),
+        return [self.python, *self.program, "-n", str(n), "-p", str(index), "-w", str(self.workers),
                 "-h", self.hostfile, *self.extra, *more]
 
     def start(self, processes: int, *more: str) -> list[Process]:
@@ -108,6 +111,7 @@ class LocalCluster:
         if secret is not None:
             env["TIMELY_CLUSTER_SECRET"] = secret
         self.events.append((time.monotonic() - self.start_time, f"process {index} joins"))
+        self.join_walltimes.append(time.time())
         proc = Process(index, self._argv(original, index, ["-j", str(bootstrap), "--nn", str(index + 1), *more]),
                        env, self.start_time, f"p{index}")
         self.processes.append(proc)
