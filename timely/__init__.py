@@ -5,13 +5,13 @@
 [0, 1]
 """
 from .config import Config, ConfigError
-from .dataflow.channels import Broadcast, Exchange, Pipeline
+from .dataflow.channels import Exchange, Pipeline
 from .dataflow.capability import Capability, CapabilityError
 from .dataflow.operators import Captured, InputHandle, ProbeHandle
 from .execute import execute, execute_from_args
 from .worker import Worker, WorkerAborted
 
 __version__ = "0.1.0"
-__all__ = ["Broadcast", "Capability", "CapabilityError", "Captured", "Config", "ConfigError",
+__all__ = ["Capability", "CapabilityError", "Captured", "Config", "ConfigError",
            "Exchange", "InputHandle", "Pipeline", "ProbeHandle", "Worker", "WorkerAborted",
            "execute", "execute_from_args"]

@@ -7,11 +7,12 @@ output is a ``Tee``: it counts what was produced (records per time, into the out
 
 Parallelization contracts (timely's names):
 - ``Pipeline``: records stay on this worker (no copy, no routing);
-- ``Exchange(key)``: a record goes to worker ``route(key(record)) % peers``;
-- ``Broadcast``: every worker receives every batch.
+- ``Exchange(key)``: a record goes to worker ``route(key(record)) % peers``.
+(Broadcasting is an operator, ``Stream.broadcast``: every copy must be a record of its
+own for progress tracking to count it, so it is built from an exchange.)
 
-Costs: Pipeline O(1) per batch; Exchange O(records) (one key call each); Broadcast
-O(peers) per batch.
+Costs: Pipeline O(1) per batch; Exchange O(records), in C iterators plus one key call
+per record.
 """
 from __future__ import annotations
 
@@ -76,14 +77,6 @@ class Exchange:
         return _ExchangePusher(pushers, self.key, worker, self.pinned), puller
 
 
-class Broadcast:
-    """Send every batch to every worker."""
-
-    def connect(self, worker: Any, channel: int, path: tuple) -> tuple[Any, Any]:
-        pushers, puller = worker.allocate(channel, path)
-        return _BroadcastPusher(pushers, worker), puller
-
-
 class _PipelinePusher:
     __slots__ = ("_push",)
 
@@ -92,9 +85,6 @@ class _PipelinePusher:
 
     def give(self, time: Any, records: list) -> None:
         self._push((time, records))
-
-    def copies(self) -> int:
-        return 1
 
 
 class _ExchangePusher:
@@ -122,19 +112,6 @@ class _ExchangePusher:
             bucket = list(compress(records, map(target.__eq__, targets)))
             if bucket:
                 pushers[target].push((time, bucket))
-
-
-class _BroadcastPusher:
-    __slots__ = ("_pushers", "_worker")
-
-    def __init__(self, pushers: list, worker: Any) -> None:
-        self._pushers = pushers
-        self._worker = worker
-
-    def give(self, time: Any, records: list) -> None:
-        pushers = self._pushers
-        for target in range(self._worker.routing_peers):
-            pushers[target].push((time, records))
 
 
 class Tee:

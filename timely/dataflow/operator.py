@@ -133,25 +133,40 @@ class FrontierNotificator:
         return [c.time for c in self._pending]
 
     def next(self, frontiers: Sequence[MutableAntichain]) -> Optional[Capability]:
-        """One capability whose time all ``frontiers`` have passed (least first), or None."""
+        """One capability whose time all ``frontiers`` have passed (least first), or None.
+
+        Requests for the same time are merged, as in timely: one notification per time."""
         ready = None
         for cap in self._pending:
             t = cap.time
             if not any(f.less_equal(t) for f in frontiers):
                 if ready is None or t < ready.time:
                     ready = cap
-        if ready is not None:
-            self._pending.remove(ready)
+        if ready is None:
+            return None
+        time = ready.time
+        keep = []
+        for cap in self._pending:
+            if cap is not ready and cap.time == time:
+                cap.drop()
+            elif cap is not ready:
+                keep.append(cap)
+        self._pending = keep
         return ready
 
     def drain(self, frontiers: Sequence[MutableAntichain]) -> list[Capability]:
-        """Every ready capability, in time order."""
-        ready = [c for c in self._pending if not any(f.less_equal(c.time) for f in frontiers)]
-        if ready:
-            ids = {id(c) for c in ready}
-            self._pending = [c for c in self._pending if id(c) not in ids]
-            ready.sort(key=lambda c: c.time)
-        return ready
+        """Every ready capability, one per time, in time order."""
+        ready: dict[Any, Capability] = {}
+        keep = []
+        for cap in self._pending:
+            if any(f.less_equal(cap.time) for f in frontiers):
+                keep.append(cap)
+            elif cap.time in ready:
+                cap.drop()
+            else:
+                ready[cap.time] = cap
+        self._pending = keep
+        return [ready[t] for t in sorted(ready)]
 
 
 class OperatorCore:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional
 
-from ..progress import MutableAntichain
+from ..progress import Antichain, MutableAntichain
 from ..progress.location import Source, Target
 from ..progress.timestamp import results_in
 from .capability import Capability
-from .channels import Broadcast, Exchange, Pipeline, Tee
+from .channels import Exchange, Pipeline, Tee
 from .operator import FrontierNotificator, OutputPort
 from .stream import Stream
 
@@ -236,7 +236,25 @@ def exchange(stream: Stream, key: Callable[[Any], Any]) -> Stream:
 
 
 def broadcast(stream: Stream) -> Stream:
-    return _pipeline_op(stream, "Broadcast", lambda t, rs, out: out.give_unchecked(t, rs), Broadcast())
+    """Every record to every worker (of the current cluster).
+
+    As in timely, each copy is a record of its own: replicated with its destination,
+    exchanged to it, and unwrapped, so every copy is counted where it is produced and
+    where it is consumed."""
+    worker = stream.scope.worker
+
+    def replicate(time, records, out):
+        copies = []
+        for target in range(worker.routing_peers):
+            copies.extend((target, r) for r in records)
+        out.give_unchecked(time, copies)
+    tagged = _pipeline_op(stream, "BroadcastReplicate", replicate)
+    return _pipeline_op(tagged, "Broadcast", lambda t, rs, out: out.give_unchecked(t, [r for _, r in rs]),
+                        Exchange(_destination))
+
+
+def _destination(tagged: tuple) -> int:
+    return tagged[0]
 
 
 def concat(stream: Stream, *others: Stream) -> Stream:
@@ -395,10 +413,9 @@ class ProbeHandle:
         return all(f.is_empty() for f in self._frontiers)
 
     def frontier(self) -> list[Any]:
-        found: list = []
-        for f in self._frontiers:
-            found.extend(f.frontier())
-        return sorted(set(found))
+        """The least times that may still arrive, over every probed stream."""
+        least = Antichain(t for f in self._frontiers for t in f.frontier())
+        return sorted(least)
 
     def with_frontier(self, fn: Callable[[list], Any]) -> Any:
         return fn(self.frontier())
