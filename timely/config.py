@@ -3,7 +3,8 @@
 Precedence, lowest first: defaults, the TOML file (``--config FILE`` or
 ``TIMELY_CONFIG``), environment variables (``TIMELY_WORKERS``, ``TIMELY_PROCESSES``,
 ``TIMELY_PROCESS``, ``TIMELY_HOSTFILE``, ``TIMELY_PROGRESS_MODE``,
-``TIMELY_KAFKA_BOOTSTRAP``), then command-line arguments, which use timely's flags:
+``TIMELY_KAFKA_BOOTSTRAP``, ``TIMELY_KAFKA_PREFIX``, ``TIMELY_CLUSTER_SECRET`` for the
+secret), then command-line arguments, which use timely's flags:
 ``-w WORKERS -n PROCESSES -p INDEX -h HOSTFILE``. Wrong values raise ``ConfigError``
 naming the setting.
 
@@ -38,6 +39,9 @@ class Config:
     base_port: int = 2101
     progress_mode: str = "p2p"            # "p2p" | "kafka"
     kafka_bootstrap: Optional[str] = None
+    kafka_prefix: str = "timely"          # topic names: several clusters can share a broker
+    kafka_snapshot_interval: int = 1000   # a snapshot per worker log every N batches
+    kafka_options: dict = dataclasses.field(default_factory=dict)  # passed to kafka-python
     check_progress: bool = False          # assert progress accounting after every step
     timeout: float = 30.0                 # seconds a peer may stay silent before fail-stop
     join: Optional[int] = None            # joining a running cluster: the bootstrap worker
@@ -55,8 +59,14 @@ class Config:
             raise ConfigError(f"processes must be at least 1, got {self.processes}")
         if self.progress_mode not in ("p2p", "kafka"):
             raise ConfigError(f"progress_mode must be 'p2p' or 'kafka', got {self.progress_mode!r}")
-        if self.progress_mode == "kafka" and not self.kafka_bootstrap:
-            raise ConfigError("progress_mode 'kafka' needs kafka_bootstrap (HOST:PORT)")
+        if self.progress_mode == "kafka":
+            if not self.kafka_bootstrap:
+                raise ConfigError("progress_mode 'kafka' needs kafka_bootstrap (HOST:PORT)")
+            host, sep, port = self.kafka_bootstrap.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigError(f"kafka_bootstrap {self.kafka_bootstrap!r} is not HOST:PORT")
+            if self.kafka_snapshot_interval < 1:
+                raise ConfigError(f"kafka_snapshot_interval must be at least 1, got {self.kafka_snapshot_interval}")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
         if self.join is not None:
@@ -123,6 +133,10 @@ class Config:
         parser.add_argument("--config")
         parser.add_argument("--progress-mode", dest="progress_mode")
         parser.add_argument("--kafka-bootstrap", dest="kafka_bootstrap")
+        parser.add_argument("--kafka-prefix", dest="kafka_prefix")
+        parser.add_argument("--kafka-snapshot-interval", dest="kafka_snapshot_interval", type=int)
+        parser.add_argument("--kafka-option", dest="kafka_option", action="append", default=None,
+                            metavar="KEY=VALUE", help="a kafka-python client setting (repeatable)")
         parser.add_argument("--check-progress", dest="check_progress", action="store_true", default=None)
         parser.add_argument("--timeout", type=float)
         parser.add_argument("-j", "--join", type=int)
@@ -142,6 +156,7 @@ class Config:
                                 ("process", "TIMELY_PROCESS", int), ("hostfile", "TIMELY_HOSTFILE", str),
                                 ("progress_mode", "TIMELY_PROGRESS_MODE", str),
                                 ("kafka_bootstrap", "TIMELY_KAFKA_BOOTSTRAP", str),
+                                ("kafka_prefix", "TIMELY_KAFKA_PREFIX", str),
                                 ("check_progress", "TIMELY_CHECK_PROGRESS", lambda v: v not in ("", "0")),
                                 ("timeout", "TIMELY_TIMEOUT", float),
                                 ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):
@@ -151,8 +166,13 @@ class Config:
                 except ValueError:
                     raise ConfigError(f"environment {name}={env[name]!r} is not valid") from None
         for key, value in vars(args).items():
-            if key != "config" and value is not None:
+            if key not in ("config", "kafka_option") and value is not None:
                 values[key] = value
+        for item in args.kafka_option or ():
+            name, sep, value = item.partition("=")
+            if not sep or not name:
+                raise ConfigError(f"--kafka-option {item!r} is not KEY=VALUE")
+            values.setdefault("kafka_options", {})[name] = int(value) if value.isdigit() else value
         config = cls(**values, extra=extra)
         if config.hostfile:
             config.addresses = read_hostfile(config.hostfile)

@@ -22,9 +22,13 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
         from .communication.cluster import execute_cluster
         return execute_cluster(config, build)
     hub = ProcessHub(config.workers)
-    abort = threading.Event()
+    abort = hub.abort
     results: list[Any] = [None] * config.workers
     errors: list[BaseException] = []
+    if config.progress_mode == "kafka":
+        from .communication.kafka import KafkaProgress
+        everyone = list(range(config.workers))
+        hub.kafka = KafkaProgress(config, hub, everyone, everyone, joining=False)
 
     workers = [Worker(config, hub.allocator(i), abort) for i in range(config.workers)]
     if config.check_progress:
@@ -42,9 +46,7 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
             pass
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller
             errors.append(e)
-            abort.set()
-            for wake in hub.wakes:
-                wake.set()
+            hub.fail(e)
 
     if config.workers == 1:
         run(0)
@@ -55,8 +57,12 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
             t.start()
         for t in threads:
             t.join()
+    if hub.kafka is not None:
+        hub.kafka.close()
     if errors:
         raise errors[0]
+    if hub.error is not None:
+        raise hub.error
     return results
 
 

@@ -78,8 +78,9 @@ class Worker:
         """The progress channel of the scope at ``path``; arrivals activate the scope."""
         channel = self.new_identifier()
         self._channel_paths[channel] = path
-        progcaster = Progcaster(self.allocator, channel,
-                                accumulate=self.config.rescaling and self.config.cluster)
+        # the progress state a bootstrap server sends (Kafka mode uses snapshots instead)
+        accumulate = self.config.rescaling and self.config.cluster and self.config.progress_mode == "p2p"
+        progcaster = Progcaster(self.allocator, channel, accumulate=accumulate)
         self.progcasters[channel] = progcaster
         return progcaster
 
@@ -133,8 +134,9 @@ class Worker:
         every dataflow."""
         if not self.is_joiner:
             return False
-        from .rescaling.bootstrap import run_client
-        self.bootstrap_seconds = run_client(self)
+        from .rescaling.bootstrap import run_client, run_kafka_client
+        run = run_kafka_client if self.config.progress_mode == "kafka" else run_client
+        self.bootstrap_seconds = run(self)
         self.allocator.hub.joined_locally(self)
         return True
 
@@ -145,7 +147,7 @@ class Worker:
             self.peers = allocator.peers
             for channel, progcaster in self.progcasters.items():
                 progcaster.send_marker(added.get(channel, ()))
-            if message.bootstrap == self.index:
+            if message.bootstrap == self.index and self.config.progress_mode == "p2p":
                 from .rescaling.bootstrap import BootstrapServer
                 server = BootstrapServer(self, message.process, message.first, message.last)
                 self._servers[message.process] = server
@@ -217,10 +219,8 @@ class Worker:
     def step_or_park(self, timeout: Optional[float] = 0.01) -> bool:
         """``step``, then wait (up to ``timeout``) for messages if there is nothing to do."""
         if self._abort is not None and self._abort.is_set():
-            error = getattr(getattr(self.allocator, "hub", None), "error", None)
-            if error is not None:
-                raise error
-            raise WorkerAborted(f"worker {self.index}: another worker failed")
+            # execute raises the cause: the failing worker's error, or the transport's
+            raise WorkerAborted(f"worker {self.index}: stopping, the computation failed")
         if self.step_lock is not None:
             with self.step_lock:
                 alive = self.step()

@@ -236,8 +236,6 @@ class ClusterHub(ProcessHub):
         self.secret = secret
         self.connections: dict[int, Connection] = {}
         self._lock = threading.RLock()
-        self.error: Optional[ClusterError] = None
-        self.abort = threading.Event()
         self.rescales = [deque() for _ in range(config.workers)]
         self.finished_joining = set()
         self._listener: Optional[socket.socket] = None
@@ -328,18 +326,24 @@ class ClusterHub(ProcessHub):
                 return
         if joining:
             log.info("process %d: process %d is joining (%d processes)", self.process, process, processes)
-            self._add(process, sock, joining=True)
             first = process * self.workers_per_process
-            self._post(RescaleMessage("join", process, first, first + self.workers_per_process - 1,
-                                      bootstrap=joining - 1))
+            if self.kafka is not None:
+                self.kafka.subscribe(range(first, first + self.workers_per_process))
+            # The join must reach our workers before anything the joiner says (its
+            # "joined" arrives on this connection): post it before the threads start.
+            self._add(process, sock, joining=True, before_start=lambda: self._post(RescaleMessage(
+                "join", process, first, first + self.workers_per_process - 1, bootstrap=joining - 1)))
         else:
             self._add(process, sock, joining=False)
 
-    def _add(self, process: int, sock: socket.socket, joining: bool) -> None:
+    def _add(self, process: int, sock: socket.socket, joining: bool,
+             before_start: Optional[Callable[[], None]] = None) -> None:
         conn = Connection(self, process, sock, joining)
         with self._lock:
             self.connections[process] = conn
             self.processes = max(self.processes, process + 1)
+        if before_start is not None:
+            before_start()
         conn.start()
 
     def _post(self, message: RescaleMessage) -> None:
@@ -394,13 +398,10 @@ class ClusterHub(ProcessHub):
             if self.connections.get(conn.process) is conn:
                 del self.connections[conn.process]
 
-    def fail(self, error: ClusterError) -> None:
+    def fail(self, error: BaseException) -> None:
         if self.error is None:
-            self.error = error
             log.error("%s", error)
-        self.abort.set()
-        for wake in self.wakes:
-            wake.set()
+        super().fail(error)
 
     def shutdown(self) -> None:
         """Say goodbye to every peer once our queues are flushed, wait (up to the timeout)
@@ -517,7 +518,10 @@ class ClusterAllocator(ThreadAllocator):
         return pushers, QueuePuller(self.hub.queues(channel)[self.local])
 
     def allocate_broadcast(self, channel: int) -> tuple[list, QueuePuller]:
-        """Pushers that reach every worker, one per remote process (progress batches)."""
+        """Pushers that reach every worker, one per remote process (progress batches);
+        in Kafka progress mode, the worker's progress log."""
+        if self.hub.kafka is not None:
+            return self.hub.kafka.pushers(channel), QueuePuller(self.hub.queues(channel)[self.local])
         pushers: list = []
         for process in self._processes:
             pushers.extend(self._broadcast_pushers(channel, process))
@@ -588,9 +592,16 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
     hub = ClusterHub(config, secret, processes, config.processes, joining)
     hub.listen()
     try:
+        if config.progress_mode == "kafka":
+            from .kafka import KafkaProgress
+            w = config.workers
+            hub.kafka = KafkaProgress(config, hub, list(range(config.process * w, (config.process + 1) * w)),
+                                      list(range(processes * w)), joining)
         hub.connect_all()
     except BaseException:
         hub.kill()
+        if hub.kafka is not None:
+            hub.kafka.close()
         raise
     if not config.rescaling:
         hub.stop_accepting()
@@ -618,7 +629,11 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
         t.join()
     if hub.error is not None or errors:
         hub.kill()
+        if hub.kafka is not None:
+            hub.kafka.close()
         first = next((e for e in errors if not isinstance(e, ClusterError)), None)
         raise first or hub.error or errors[0]
     hub.shutdown()
+    if hub.kafka is not None:
+        hub.kafka.close()
     return results

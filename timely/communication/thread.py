@@ -84,6 +84,17 @@ class ProcessHub:
         self._lock = threading.Lock()
         self.events = [deque() for _ in range(workers)]
         self.wakes = [threading.Event() for _ in range(workers)]
+        self.abort = threading.Event()
+        self.error: BaseException | None = None
+        self.kafka = None           # KafkaProgress, in Kafka progress mode
+
+    def fail(self, error: BaseException) -> None:
+        """Stop every worker of this process with ``error`` (fail-stop)."""
+        if self.error is None:
+            self.error = error
+        self.abort.set()
+        for wake in self.wakes:
+            wake.set()
 
     def queues(self, channel: int) -> list[deque]:
         with self._lock:
@@ -118,7 +129,9 @@ class ThreadAllocator:
         return pushers, QueuePuller(queues[self.local])
 
     def allocate_broadcast(self, channel: int) -> tuple[list, QueuePuller]:
-        """Pushers reaching every worker (here: one per worker thread)."""
+        """Pushers reaching every worker: one per worker thread, or the Kafka log."""
+        if self.hub.kafka is not None:
+            return self.hub.kafka.pushers(channel), QueuePuller(self.hub.queues(channel)[self.local])
         return self.allocate(channel)
 
     def allocate_local(self, channel: int) -> tuple[LocalPusher, QueuePuller]:

@@ -66,8 +66,11 @@ class ChangeBatch:
         self._clean = len(self._updates)
 
     def is_empty(self) -> bool:
-        """True when every key's count is zero. Compacts if it must."""
-        if self._clean > 0:
+        """True when every key's count is zero. Compacts if it must.
+
+        A consolidated prefix longer than the tail cannot be cancelled by it, so the
+        answer is immediate; otherwise the batch is compacted (O(1) amortised)."""
+        if self._clean > len(self._updates) >> 1:
             return False
         if not self._updates:
             return True

@@ -186,6 +186,13 @@ def summarize_outputs(builder: Builder, minimum: Any) -> dict[Location, list[Ant
             for target in targets:
                 reverse.setdefault(target, []).append(Source(node, port))
     results: dict[Location, list[Antichain]] = {}
+
+    def chains_at(where: Location) -> list[Antichain]:
+        found = results.get(where)
+        if found is None:
+            found = results[where] = [Antichain() for _ in range(scope_outputs)]
+        return found
+
     work: deque = deque((Location.target(0, o), o, identity) for o in range(scope_outputs))
     while work:
         loc, output, summary = work.popleft()
@@ -196,14 +203,12 @@ def summarize_outputs(builder: Builder, minimum: Any) -> dict[Location, list[Ant
                     if combined is None:
                         continue
                     where = Location.target(loc.node, input_port)
-                    chains = results.setdefault(where, [Antichain() for _ in range(scope_outputs)])
-                    if chains[output].insert(combined):
+                    if chains_at(where)[output].insert(combined):
                         work.append((where, output, combined))
         else:
             for source in reverse.get(Target(loc.node, loc.port), ()):
                 where = Location.from_source(source)
-                chains = results.setdefault(where, [Antichain() for _ in range(scope_outputs)])
-                if chains[output].insert(summary):
+                if chains_at(where)[output].insert(summary):
                     work.append((where, output, summary))
     return results
 

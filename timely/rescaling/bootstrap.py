@@ -194,3 +194,30 @@ def _scopes(subgraph: Any):
         op = child.operator
         if op is not None and hasattr(op, "progcaster"):
             yield from _scopes(op)
+
+
+def run_kafka_client(worker: Any) -> float:
+    """Bootstrap a joining worker in Kafka progress mode: no server, just snapshots.
+
+    The process's subscriber read each worker's latest snapshot when it subscribed and
+    tails each log from the snapshot on; summing the snapshots per scope gives the
+    progress state, and the tail (already queued) continues it."""
+    from broker import fold
+    started = time.perf_counter()
+    snapshots = worker.allocator.hub.kafka.snapshots
+    states: dict[int, tuple[dict, dict]] = {}
+    for source, snapshot in snapshots.items():
+        if snapshot is None:
+            continue
+        _, _, _, channels = snapshot
+        for channel, (last_seq, updates) in channels.items():
+            acc, lasts = states.setdefault(int(channel), ({}, {}))
+            fold([updates], acc)
+            lasts[source] = last_seq
+    for channel, progcaster in worker.progcasters.items():
+        if channel in states:
+            acc, lasts = states[channel]
+            scope = worker.scope_of_channel(channel)
+            progcaster.install(list(acc.items()), lasts, scope.final_pointstamp)
+            worker.activations.activate(scope.path)
+    return time.perf_counter() - started

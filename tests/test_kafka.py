@@ -1,0 +1,330 @@
+"""Kafka progress mode, on a real Kafka-protocol broker (Tansu) started on 127.0.0.1.
+
+Protects: the broker package's log, snapshots and subscriber (order, duplicates, gaps,
+one snapshot + tail to start); identical results in both progress modes; a join in
+Kafka mode that needs no bootstrap server and reads one snapshot plus the tail per
+worker even after 10,000+ epochs; a paused broker that stalls and then resumes
+without losing or double-applying a batch; a broker that comes back empty stopping
+the computation with a clear error; an unreachable broker named in the error.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+
+import networkx as nx
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import wcc  # noqa: E402
+import wordcount  # noqa: E402
+from kafka_broker import TansuBroker  # noqa: E402
+
+import timely  # noqa: E402
+from broker import BrokerError, BrokerLostError, ProgressLog, Subscriber, Topics, fold  # noqa: E402
+from broker.log import connect_admin, ensure_topics, pack  # noqa: E402
+from timely.launch import LocalCluster  # noqa: E402
+
+
+@pytest.fixture
+def prefix():
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+def kafka_config(broker, prefix, **kw):
+    return timely.Config(progress_mode="kafka", kafka_bootstrap=broker.bootstrap, kafka_prefix=prefix, **kw)
+
+
+# ---- the broker package on its own ----------------------------------------------------------
+def collect(sub_records):
+    def deliver(worker, channel, seq, updates):
+        sub_records.append((worker, channel, seq, tuple(updates)))
+    return deliver
+
+
+def wait_until(cond, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_log_and_subscriber_deliver_every_batch_in_order(tansu, prefix):
+    log = ProgressLog(tansu.bootstrap, prefix, [0, 1], snapshot_interval=0)
+    got, errors = [], []
+    sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="a", on_error=errors.append)
+    sub.add(0), sub.add(1)
+    sub.start()
+    sent = []
+    for seq in range(50):
+        for w in (0, 1):
+            updates = [(((1, 0, True), seq), 1), (((1, 0, True), seq - 1), -1)]
+            log.append(w, 7, seq, updates)
+            sent.append((w, 7, seq, tuple(updates)))
+    log.flush()
+    assert wait_until(lambda: len(got) == len(sent)), (len(got), errors)
+    sub.stop(), log.close()
+    assert not errors
+    for w in (0, 1):
+        assert [g for g in got if g[0] == w] == [s for s in sent if s[0] == w]
+
+
+def test_subscriber_skips_duplicates_and_stops_on_a_gap(tansu, prefix):
+    from kafka import KafkaProducer
+    topics = Topics(prefix)
+    ensure_topics(connect_admin(tansu.bootstrap), [topics.log(0)])
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, max_in_flight_requests_per_connection=1)
+    for lseq in (0, 1, 1, 2, 4):       # a duplicate of 1, then 3 is missing
+        producer.send(topics.log(0), value=pack((lseq, 1, lseq, [(("k",), 1)])))
+    producer.flush()
+    got, errors = [], []
+    sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="b", on_error=errors.append)
+    sub.add(0)
+    sub.start()
+    assert wait_until(lambda: errors)
+    sub.stop()
+    assert [g[2] for g in got] == [0, 1, 2]
+    assert isinstance(errors[0], BrokerLostError)
+    assert "jumped from record 3 to 4" in str(errors[0])
+
+
+def test_snapshot_folds_the_prefix_and_a_late_subscriber_reads_only_the_tail(tansu, prefix):
+    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=100)
+    truth = {}
+    for seq in range(1050):
+        updates = [((("loc", seq), 0), 1), ((("loc", seq - 1), 0), -1)]
+        log.append(0, 3, seq, updates)
+        fold([updates], truth)
+    log.flush()
+    assert wait_until(lambda: log.snapshots_written >= 10)
+    got, errors = [], []
+    sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="late", on_error=errors.append)
+    snapshot = sub.add(0, from_snapshot=True)
+    worker, lseq, offset, channels = snapshot
+    assert (worker, lseq) == (0, 1000)
+    last_seq, folded = channels[3]
+    assert last_seq == 999
+    sub.start()
+    assert wait_until(lambda: len(got) == 50)
+    sub.stop(), log.close()
+    state = fold([folded])
+    fold([g[3] for g in got], state)
+    assert state == truth
+    assert sub.snapshots_read == {0: 1} and sub.records_read == {0: 50}
+
+
+def test_unreachable_broker_is_named(prefix):
+    with pytest.raises(BrokerError, match=r"127\.0\.0\.1:1 is unreachable"):
+        ProgressLog("127.0.0.1:1", prefix, [0])
+
+
+def test_bad_kafka_settings_are_refused():
+    with pytest.raises(timely.ConfigError, match="kafka_bootstrap"):
+        timely.Config(progress_mode="kafka").validate()
+    with pytest.raises(timely.ConfigError, match="not HOST:PORT"):
+        timely.Config(progress_mode="kafka", kafka_bootstrap="nohost").validate()
+    with pytest.raises(BrokerError, match="prefix"):
+        Topics("bad prefix!")
+
+
+def test_trim_detects_a_broker_without_delete_records(tansu, prefix):
+    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=0)
+    got = []
+    sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="c", on_error=lambda e: None, commit_every=1)
+    sub.add(0)
+    sub.start()
+    for seq in range(20):
+        log.append(0, 1, seq, [(("k", seq), 1)])
+    log.flush()
+    assert wait_until(lambda: len(got) == 20)
+    sub.stop()
+    assert log.trim(["c"]) == 0 and log.can_delete is False   # Tansu has no delete_records
+    log.append(0, 1, 20, [(("k", 20), 1)])                    # and the log carries on
+    log.close()
+
+
+def test_cli_shows_lengths_snapshots_and_positions(tansu, prefix):
+    log = ProgressLog(tansu.bootstrap, prefix, [0, 1], snapshot_interval=10)
+    got = []
+    sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="p0", on_error=lambda e: None, commit_every=1)
+    sub.add(0), sub.add(1)
+    sub.start()
+    for seq in range(25):
+        log.append(0, 1, seq, [(("k", seq), 1)])
+    for seq in range(4):
+        log.append(1, 1, seq, [(("k", seq), 1)])
+    log.flush()
+    assert wait_until(lambda: len(got) == 29 and log.snapshots_written >= 2)
+    sub.stop(), log.close()
+    out = subprocess.run([sys.executable, "-m", "broker", "status", "--bootstrap", tansu.bootstrap,
+                          "--prefix", prefix], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"worker 0: 25 records; snapshot covers 20 records \(offset 20\); p0 at offset 25", out.stdout), out.stdout
+    assert re.search(r"worker 1: 4 records; no snapshot yet; p0 at offset 4", out.stdout), out.stdout
+
+
+# ---- the runtime in Kafka mode ---------------------------------------------------------------
+def test_wordcount_same_in_both_modes(tansu, prefix):
+    lines = wordcount.synthetic_lines(3000, 10, 500)
+
+    def run(config):
+        totals = wordcount.merge(timely.execute(config, lambda w: wordcount.run(w, lines, 3)))
+        return {e: dict(c) for e, c in totals.items()}
+    assert run(kafka_config(tansu, prefix, workers=2)) == run(timely.Config(workers=2))
+
+
+def test_wcc_same_in_both_modes_and_matches_networkx(tansu, prefix):
+    batches = wcc.random_batches(50, 25, 3, 5)
+    got = wcc.merge(timely.execute(kafka_config(tansu, prefix, workers=2), lambda w: wcc.run(w, batches)))
+    assert got == wcc.merge(timely.execute(timely.Config(workers=2), lambda w: wcc.run(w, batches)))
+    graph = nx.Graph()
+    for epoch, batch in enumerate(batches):
+        graph.add_edges_from(batch)
+        assert got[epoch] == {v: min(c) for c in nx.connected_components(graph) for v in c}
+
+
+def test_paused_broker_stalls_progress_then_resumes_without_loss(tansu, prefix):
+    """SIGSTOP the broker mid-run: progress stalls; SIGCONT: it resumes, nothing lost or doubled."""
+    epochs = 300
+    lines = wordcount.synthetic_lines(epochs * 5, 10, 300)
+    expected = Counter(w for line in lines for w in line.split())
+    completed = []                      # epochs worker 0 saw complete
+    done = threading.Event()
+    result = {}
+
+    def build(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            counted = wordcount.count_words(stream.flat_map(str.split))
+            return source, counted.capture(), counted.probe()
+        source, captured, probe = worker.dataflow(dataflow)
+        for epoch in range(epochs):
+            if worker.index == 0:
+                source.send_batch(lines[epoch * 5:(epoch + 1) * 5])
+            source.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(source.time()))
+            if worker.index == 0:
+                completed.append(epoch)
+        source.close()
+        return captured
+
+    def run():
+        try:
+            totals = wordcount.merge(timely.execute(kafka_config(tansu, prefix, workers=2), build))
+            result["counts"] = sum(totals.values(), Counter())
+        except BaseException as e:  # noqa: BLE001 - reported below
+            result["error"] = e
+        done.set()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert wait_until(lambda: len(completed) >= 20, timeout=60), result
+    tansu.pause()
+    try:
+        time.sleep(0.3)                 # what was in flight when it stopped
+        stalled_at = len(completed)
+        time.sleep(2.0)
+        assert len(completed) == stalled_at, "epochs completed while the broker was paused"
+        assert not done.is_set()
+    finally:
+        tansu.resume()
+    assert done.wait(120), "the computation did not resume after the broker came back"
+    assert "error" not in result, result.get("error")
+    assert completed == list(range(epochs))
+    assert result["counts"] == expected
+
+
+def test_broker_that_comes_back_empty_stops_with_a_clear_error(prefix):
+    broker = TansuBroker().start()
+    try:
+        config = kafka_config(broker, prefix, workers=2)
+        outcome = {}
+
+        def build(worker):
+            def dataflow(scope):
+                source, stream = scope.new_input()
+                return source, stream.probe()
+            source, probe = worker.dataflow(dataflow)
+            for epoch in range(100_000):
+                if worker.index == 0:
+                    source.send(epoch)
+                source.advance_to(epoch + 1)
+                worker.step_while(lambda: probe.less_than(source.time()))
+                if epoch == 20 and worker.index == 0:
+                    broker.restart_empty()
+            source.close()
+
+        def run():
+            try:
+                timely.execute(config, build)
+                outcome["finished"] = True
+            except BaseException as e:  # noqa: BLE001 - what the test looks at
+                outcome["error"] = e
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(60)
+        assert not thread.is_alive(), "the computation hung after the broker lost its data"
+        assert "error" in outcome, outcome
+        assert re.search(r"lost|starts over", str(outcome["error"])), outcome["error"]
+    finally:
+        broker.stop()
+
+
+# ---- clusters in Kafka mode ------------------------------------------------------------------
+def test_join_in_kafka_mode_reads_one_snapshot_and_the_tail_after_10000_epochs(tansu, prefix, tmp_path):
+    go = tmp_path / "go"
+    job = os.path.join(ROOT, "tests", "jobs", "kafka_history.py")
+    extra = ["--epochs", "10500", "--go", str(go), "--timeout", "20", "--progress-mode", "kafka",
+             "--kafka-bootstrap", tansu.bootstrap, "--kafka-prefix", prefix, "--kafka-snapshot-interval", "500"]
+    with LocalCluster(job, slots=3, workers=1, extra=extra) as cluster:
+        p0, _ = cluster.start(2)
+        deadline = time.monotonic() + 240
+        while not any("history written" in line for _, line in p0.lines):
+            assert time.monotonic() < deadline and p0.popen.poll() is None, p0.output()
+            time.sleep(0.1)
+        joiner = cluster.join(original=2, bootstrap=0)
+        while not any("finished joining" in line for _, line in joiner.lines):
+            assert time.monotonic() < deadline and joiner.popen.poll() is None, joiner.output()
+            time.sleep(0.05)
+        go.touch()
+        codes = cluster.wait(120)
+        assert codes == [0, 0, 0], "\n".join(cluster.interleaved())
+        line = next(line for _, line in joiner.lines if line.startswith("joiner read "))
+    read = json.loads(line[len("joiner read "):])
+    assert read["frontier_done"]
+    assert {int(w): n for w, n in read["snapshots"].items()} == {0: 1}   # worker 1's log is short
+    records = {int(w): n for w, n in read["records"].items()}
+    assert records[0] <= 500 + 50, records       # the tail after the latest snapshot, not 10,500
+    assert records[1] <= 20, records
+
+
+@pytest.mark.parametrize("bootstrap", [0, 1])
+def test_hello_join_in_kafka_mode(tansu, prefix, bootstrap):
+    extra = ["--rounds", "30", "--delay", "0.2", "--timeout", "8", "--progress-mode", "kafka",
+             "--kafka-bootstrap", tansu.bootstrap, "--kafka-prefix", prefix]
+    with LocalCluster(os.path.join(ROOT, "examples", "hello.py"), slots=3, extra=extra) as cluster:
+        cluster.start(2)
+        deadline = time.monotonic() + 30
+        while not any(line.endswith("seen 2") for p in cluster.processes for _, line in p.lines):
+            assert time.monotonic() < deadline, "\n".join(cluster.interleaved())
+            time.sleep(0.02)
+        cluster.join(original=2, bootstrap=bootstrap)
+        codes = cluster.wait(90)
+        log = "\n".join(cluster.interleaved())
+        assert codes == [0, 0, 0], log
+        assert "bootstrap server" not in log      # Kafka mode needs none
+        seen = sorted(int(m.group(2)) for p in cluster.processes for _, line in p.lines
+                      if (m := re.match(r"worker (\d+): seen (\d+)$", line)))
+    assert seen == list(range(30)), log
+    assert any(re.match(r"worker 2: seen", line) for p in cluster.processes for _, line in p.lines), log

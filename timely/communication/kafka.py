@@ -1,0 +1,90 @@
+"""Kafka progress mode: progress batches go through ``broker/`` instead of all-to-all.
+
+With ``Config.progress_mode == "kafka"`` every Progcaster of this process pushes its
+batches to its worker's log (``broker.ProgressLog``, one Kafka record per batch), and
+one ``broker.Subscriber`` per process tails the logs of every worker of the cluster and
+hands each batch to every local worker thread through the same queues the all-to-all
+broadcast uses: Progcaster.recv does not know the difference. Data still flows over
+the cluster's TCP connections (or between threads).
+
+A joining process subscribes to each worker's latest snapshot plus the tail of its
+log: it needs no bootstrap server. The others subscribe to a joiner's log when its
+RescaleMessage arrives.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from broker import BrokerError, ProgressLog, Subscriber
+
+log = logging.getLogger("timely.kafka")
+
+
+class _LogPusher:
+    """Appends a Progcaster's messages ``(source, seq, updates)`` to its worker's log."""
+
+    __slots__ = ("_log", "_channel")
+
+    def __init__(self, progress_log: ProgressLog, channel: int) -> None:
+        self._log = progress_log
+        self._channel = channel
+
+    def push(self, message: Any) -> None:
+        source, seq, updates = message
+        self._log.append(source, self._channel, seq, updates)
+
+
+class KafkaProgress:
+    """One process's progress transport over Kafka: the writer and the subscriber."""
+
+    def __init__(self, config: Any, hub: Any, local_workers: list[int], cluster_workers: list[int],
+                 joining: bool) -> None:
+        self.config = config
+        self.hub = hub
+        bootstrap = config.kafka_bootstrap
+        options = dict(config.kafka_options or {})
+        self.log = ProgressLog(bootstrap, config.kafka_prefix, local_workers,
+                               snapshot_interval=config.kafka_snapshot_interval, options=options)
+        self.subscriber = Subscriber(bootstrap, config.kafka_prefix, self._deliver,
+                                     name=f"p{config.process}", on_error=self._error, options=options,
+                                     check=lambda: self.log.error)
+        self.snapshots: dict[int, Optional[tuple]] = {}
+        for w in cluster_workers:
+            self.snapshots[w] = self.subscriber.add(w, from_snapshot=joining and w not in local_workers)
+        self.subscriber.start()
+
+    def _deliver(self, worker: int, channel: int, seq: int, updates: Any) -> None:
+        hub = self.hub
+        message = (worker, seq, updates)
+        queues = hub.queues(channel)
+        for local in range(hub.workers):
+            queues[local].append(message)
+            hub.events[local].append(channel)
+            hub.wakes[local].set()
+
+    def _error(self, error: BaseException) -> None:
+        fail = getattr(self.hub, "fail", None)
+        if fail is not None:
+            from .cluster import ClusterError
+            fail(ClusterError(f"progress over Kafka failed: {error}"))
+        else:
+            self.hub.kafka_error = error
+            for wake in self.hub.wakes:
+                wake.set()
+
+    def pushers(self, channel: int) -> list:
+        return [_LogPusher(self.log, channel)]
+
+    def subscribe(self, workers: range) -> None:
+        """A process joined: tail its workers' logs from their beginning."""
+        for w in workers:
+            if w not in self.snapshots:
+                self.snapshots[w] = self.subscriber.add(w, from_snapshot=False)
+
+    def close(self) -> None:
+        self.subscriber.stop()
+        try:
+            self.log.close()
+        except BrokerError as e:
+            log.warning("closing the progress log: %s", e)
