@@ -16,7 +16,7 @@ import random
 
 from _common import best_of, parse_args, table, write_report
 
-from timely.progress import Builder, Location, Source, Target, twins
+from timely.progress import Builder, Source, Target, twins
 
 
 def change_batch_workload(cls, n):

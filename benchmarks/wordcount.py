@@ -9,6 +9,7 @@ against the plain loop's. Each number is the best of 3 runs, in one process per 
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -81,12 +82,11 @@ def main():
         return child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     args = parse_args("wordcount", __doc__.splitlines()[0])
     n = 50_000 if args.quick else 200_000
-    try:
-        import bytewax  # noqa: F401
-        systems = [("plain", 1), ("pytimely", 1), ("pytimely", 2), ("bytewax", 1), ("bytewax", 2)]
-    except ImportError:
+    systems = [("plain", 1), ("pytimely", 1), ("pytimely", 2)]
+    if importlib.util.find_spec("bytewax") is not None:
+        systems += [("bytewax", 1), ("bytewax", 2)]
+    else:
         print("bytewax is not installed (pip install bytewax==0.21.1): comparing without it")
-        systems = [("plain", 1), ("pytimely", 1), ("pytimely", 2)]
     results = []
     for system, workers in systems:
         out = subprocess.run([sys.executable, __file__, "--child", system, str(workers), str(n)],

@@ -46,7 +46,9 @@ def hello(worker, rounds: int, delay: float, out=print):
 
 
 def main(argv):
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    for name in ("timely", "broker"):
+        logging.getLogger(name).setLevel(logging.INFO)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between rounds")

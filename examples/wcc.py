@@ -157,7 +157,9 @@ def merge(captures):
 
 
 def main(argv):
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    for name in ("timely", "broker"):
+        logging.getLogger(name).setLevel(logging.INFO)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--vertices", type=int, default=200)
     parser.add_argument("--edges", type=int, default=150)

@@ -80,7 +80,9 @@ def merge(captures):
 
 
 def main(argv):
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    for name in ("timely", "broker"):
+        logging.getLogger(name).setLevel(logging.INFO)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--words-per-line", type=int, default=10)

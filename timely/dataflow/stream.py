@@ -6,7 +6,7 @@ operators themselves are in ``timely.dataflow.operators``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable
 
 from ..progress.location import Source, Target
 from .channels import Tee

@@ -103,7 +103,7 @@ class Builder:
         """Connect output ``source`` to input ``target``."""
         source, target = Source(*source), Target(*target)
         for what, loc, ports in (("source", source, 1), ("target", target, 0)):
-            if loc.node >= len(self.shape) or not self._declared[loc.node]:
+            if not 0 <= loc.node < len(self.shape) or not self._declared[loc.node]:
                 raise ValueError(f"edge {source} -> {target}: {what} operator {loc.node} was never added")
             if not 0 <= loc.port < self.shape[loc.node][ports]:
                 raise ValueError(f"edge {source} -> {target}: operator {loc.node} has no "

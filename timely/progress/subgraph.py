@@ -167,7 +167,7 @@ class Subgraph:
     notify = True
 
     def __init__(self, b: SubgraphBuilder, worker: Any, children: list, tracker: Any,
-                 progcaster: Progcaster, to_outer, to_inner, summary_to_outer) -> None:
+                 progcaster: Any, to_outer, to_inner, summary_to_outer) -> None:
         self.name = b.name
         self.path = b.path
         self.worker = worker

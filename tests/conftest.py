@@ -1,0 +1,145 @@
+"""Shared fixtures for the progress-core tests: the twin parameter and hypothesis profiles.
+
+Protects: every hot-path class (ChangeBatch, MutableAntichain, Tracker) is tested in
+both of its twins, the compiled one ("cython") and the pure-Python one ("python"), so
+they cannot drift apart. A Cython twin that is not importable makes its tests FAIL
+(CI must notice a broken build) unless ``TIMELY_NO_CYTHON=1`` says the build was
+skipped on purpose, in which case those tests are skipped with that reason.
+
+A test module may set ``TWIN_NEEDS = ("ChangeBatch",)`` (say) to fail only when a class
+it actually uses is missing; the default is all three.
+
+Hypothesis: profile "ci" (the default) and "nightly" (many more cases), selected by
+``HYPOTHESIS_PROFILE``; both derandomized with no example database, so a CI run is
+reproducible.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from timely import progress
+
+# ---- hypothesis profiles -------------------------------------------------------------
+_COMMON = dict(
+    derandomize=True,        # same cases on every run: CI failures reproduce
+    database=None,           # no .hypothesis/ state carried between runs
+    deadline=None,           # machines are shared and noisy; speed is benchmarks' job
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("ci", max_examples=400, **_COMMON)
+settings.register_profile("nightly", max_examples=10_000, **_COMMON)
+settings.register_profile("dev", max_examples=50, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# ---- the twins -----------------------------------------------------------------------
+TWIN_CLASSES = ("ChangeBatch", "MutableAntichain", "Tracker")
+_MODULES = {"ChangeBatch": "change_batch", "MutableAntichain": "antichain",
+            "Tracker": "reachability"}
+NO_CYTHON = os.environ.get("TIMELY_NO_CYTHON") == "1"
+
+
+def _load_twin(name: str) -> SimpleNamespace:
+    """A namespace with the three classes of twin ``name``; ``missing`` maps the class
+    names that could not be imported to the reason (the import error)."""
+    ns = SimpleNamespace(name=name, missing={})
+    for cls_name in TWIN_CLASSES:
+        found = progress.twins(cls_name)
+        if name in found:
+            setattr(ns, cls_name, found[name])
+            continue
+        setattr(ns, cls_name, None)
+        module = f"timely.progress._c{_MODULES[cls_name]}"
+        try:
+            importlib.import_module(module)
+            reason = f"{module} imports but has no {cls_name}"
+        except Exception as exc:  # noqa: BLE001 - the reason is what we report
+            reason = f"import {module}: {type(exc).__name__}: {exc}"
+        ns.missing[cls_name] = reason
+    return ns
+
+
+_TWINS = {name: _load_twin(name) for name in ("python", "cython")}
+
+
+def _needs(item) -> tuple[str, ...]:
+    module = getattr(item, "module", None)
+    return tuple(getattr(module, "TWIN_NEEDS", TWIN_CLASSES))
+
+
+def _missing_for(item) -> list[str]:
+    """Reasons why a twin this test uses lacks a class the test needs."""
+    reasons = []
+    for value in getattr(item, "funcargs", {}).values():
+        twins = value if isinstance(value, tuple) else (value,)
+        for ns in twins:
+            if isinstance(ns, SimpleNamespace) and getattr(ns, "missing", None):
+                for cls_name in _needs(item):
+                    if cls_name in ns.missing:
+                        reasons.append(f"{ns.name} {cls_name}: {ns.missing[cls_name]}")
+    return reasons
+
+
+def _uses_cython(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("twin") == "cython":
+        return True
+    return "both_twins" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    """With TIMELY_NO_CYTHON=1, skip the Cython-twin tests whose classes are not built."""
+    if not NO_CYTHON:
+        return
+    missing = _TWINS["cython"].missing
+    for item in items:
+        if _uses_cython(item):
+            absent = [c for c in _needs(item) if c in missing]
+            if absent:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"TIMELY_NO_CYTHON=1: Cython twin of {', '.join(absent)} not built"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test run against a twin that is not importable FAILS (not errors, not skips)."""
+    reasons = _missing_for(pyfuncitem)
+    if reasons:
+        pytest.fail("Cython twin not importable (set TIMELY_NO_CYTHON=1 to skip on purpose): "
+                    + "; ".join(reasons), pytrace=False)
+    return None
+
+
+@pytest.fixture(scope="session", params=["python", "cython"])
+def twin(request) -> SimpleNamespace:
+    """ChangeBatch, MutableAntichain and Tracker of one twin (``twin.name``)."""
+    return _TWINS[request.param]
+
+
+@pytest.fixture(scope="session")
+def both_twins() -> tuple[SimpleNamespace, SimpleNamespace]:
+    """(python twin, cython twin), for tests that run both on the same inputs."""
+    return _TWINS["python"], _TWINS["cython"]
+
+
+@pytest.fixture(scope="session")
+def pure() -> SimpleNamespace:
+    """The pure-Python twin only (for timestamps the compiled twin does not accept)."""
+    return _TWINS["python"]
+
+
+
+@pytest.fixture(scope="session")
+def tansu():
+    """A real Kafka-protocol broker (Tansu) on a free 127.0.0.1 port, for the whole run."""
+    from kafka_broker import TansuBroker
+    broker = TansuBroker().start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
