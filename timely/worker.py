@@ -56,6 +56,8 @@ class Worker:
         self._dataflows: dict[int, Any] = {}
         self._dataflow_count = 0
         self.steps = 0
+        self._check_progress = config.check_progress
+        self._state_log_every = config.state_log_every
         #: with check_progress: every worker of this process (set by execute)
         self.process_workers: Optional[list] = None
         self.step_lock: Optional[Any] = None
@@ -192,10 +194,12 @@ class Worker:
                 self._apply_rescale(message)
         activations = self.activations
         paths = self._channel_paths
-        for channel in self.allocator.events():
-            path = paths.get(channel)
-            if path is not None:
-                activations.activate(path)
+        events = self.allocator.events()
+        if events:
+            for channel in set(events):
+                path = paths.get(channel)
+                if path is not None:
+                    activations.activate(path)
         dataflows = self._dataflows
         active = activations.take(())
         if active:
@@ -204,13 +208,13 @@ class Worker:
                 subgraph = dataflows.get(index)
                 if subgraph is not None and not subgraph.schedule():
                     del dataflows[index]
-                    if self.config.check_progress:
+                    if self._check_progress:
                         verify_accounting.check_completed(self, subgraph)
         if self._control is not None and (self._servers or len(self._control)):
             self._serve_control()
-        if self.config.check_progress and self.process_workers is not None:
+        if self._check_progress and self.process_workers is not None:
             verify_accounting.check_quiescent(self.process_workers)
-        every = self.config.state_log_every
+        every = self._state_log_every
         if every and self.steps % every == 0:
             self.log.info("worker %d step %d: progress state %s", self.index, self.steps,
                           self.progress_state_size())

@@ -114,6 +114,8 @@ class Connection:
         self.bytes_sent = 0
         self.frames_sent = 0
         self.peer_gone = False        # the peer said goodbye: it needs nothing more from us
+        self.progress_frames = 0      # progress batches sent to this process (instruments)
+        self.progress_bytes = 0
         sock.settimeout(None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sender = threading.Thread(target=self._send_loop, daemon=True,
@@ -126,7 +128,8 @@ class Connection:
         self._receiver.start()
 
     def send(self, frame: bytes) -> None:
-        self._sendq.put(frame)
+        if not self.peer_gone:
+            self._sendq.put(frame)
 
     def send_frame(self, channel: int, source: int, first: int, last: int, seq: int, obj: Any) -> None:
         if not self.peer_gone:
@@ -436,6 +439,16 @@ class ClusterHub(ProcessHub):
             self._listener.close()
             self._listener = None
 
+    def progress_traffic(self) -> dict[str, int]:
+        """Progress messages and bytes this process has sent: frames to other processes
+        in peer-to-peer mode, records appended to its logs in Kafka mode."""
+        if self.kafka is not None:
+            return {"messages": self.kafka.log.records, "bytes": self.kafka.log.bytes}
+        with self._lock:
+            conns = list(self.connections.values())
+        return {"messages": sum(c.progress_frames for c in conns),
+                "bytes": sum(c.progress_bytes for c in conns)}
+
     def joined_locally(self, worker: Any) -> None:
         """A joining worker finished bootstrapping; once all have, tell every process."""
         with self._lock:
@@ -472,7 +485,11 @@ class _ProcessPusher:
         self._conn, self._channel, self._source, self._first, self._last = conn, channel, source, first, last
 
     def push(self, message: Any) -> None:
-        self._conn.send_frame(self._channel, self._source, self._first, self._last, 0, message)
+        frame = encode_frame(self._channel, self._source, self._first, self._last, 0, message)
+        conn = self._conn
+        conn.progress_frames += 1
+        conn.progress_bytes += len(frame)
+        conn.send(frame)
 
 
 class _DeadPusher:

@@ -139,9 +139,13 @@ class FrontierNotificator:
         ready = None
         for cap in self._pending:
             t = cap.time
-            if not any(f.less_equal(t) for f in frontiers):
-                if ready is None or t < ready.time:
-                    ready = cap
+            if ready is not None and not t < ready.time:
+                continue
+            for f in frontiers:
+                if f.less_equal(t):
+                    break
+            else:
+                ready = cap
         if ready is None:
             return None
         time = ready.time

