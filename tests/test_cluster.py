@@ -203,3 +203,54 @@ def test_strangers_and_garbage_are_refused_without_crashing():
         log = p0.output()
         assert log.count("refused a connection") >= 3, log
         assert all_seen(seen_by_worker(cluster)) == list(range(20))
+
+
+def test_silent_peer_stops_the_others_within_the_timeout():
+    import signal
+    with LocalCluster(HELLO, slots=2, extra=["--rounds", "400", "--delay", "0.05", "--timeout", "3"]) as cluster:
+        p0, p1 = cluster.start(2)
+        wait_for_line(p0, r"seen 4$")
+        stopped = time.monotonic()
+        cluster.kill(p1, signal.SIGSTOP)
+        code = p0.wait(30)
+        waited = time.monotonic() - stopped
+        out = p0.output()
+        assert code != 0, out
+        assert re.search(r"process 1 \(127\.0\.0\.1:\d+\) silent for more than 3 s", out), out
+        assert waited < 3 + 10, waited
+
+
+def _operators_results(processes, workers):
+    job = os.path.join(ROOT, "tests", "jobs", "operators_job.py")
+    with LocalCluster(job, slots=processes, workers=workers, extra=["--timeout", "8"]) as cluster:
+        cluster.start(processes)
+        codes = cluster.wait(60)
+        assert codes == [0] * processes, "\n".join(cluster.interleaved())
+        rows = [json.loads(line[len("result "):]) for p in cluster.processes for _, line in p.lines
+                if line.startswith("result ")]
+    assert len(rows) == processes * workers
+    return rows
+
+
+def _merge(rows, key):
+    merged = {}
+    for row in rows:
+        for t, records in row[key].items():
+            merged.setdefault(t, []).extend(map(tuple, records))
+    return {t: sorted(rs) for t, rs in merged.items()}
+
+
+def test_exchange_broadcast_and_reductions_do_not_depend_on_the_cluster_shape():
+    shapes = {(1, 1): _operators_results(1, 1), (2, 1): _operators_results(2, 1),
+              (2, 2): _operators_results(2, 2)}
+    one = shapes[(1, 1)]
+    for shape, rows in shapes.items():
+        peers = shape[0] * shape[1]
+        assert _merge(rows, "exchanged") == _merge(one, "exchanged"), shape
+        assert _merge(rows, "totals") == _merge(one, "totals"), shape
+        # broadcast: every worker sees every broadcast record once
+        for row in rows:
+            assert row["broadcast"] == one[0]["broadcast"], shape
+        for row in rows:      # exchange: each key lives on exactly the worker it hashes to
+            for records in row["exchanged"].values():
+                assert all(k % peers == row["worker"] for k, _, _ in records), shape
