@@ -22,6 +22,7 @@ from timely.launch import LocalCluster
 
 JOBS = os.path.join(ROOT, "benchmarks", "_jobs.py")
 JOINED = re.compile(r"joined at ([0-9.]+) after ([0-9.]+) s")
+CPU = re.compile(r"^cpu ([0-9.]+) s after building$")
 
 
 def percentiles(latencies_ms):
@@ -54,6 +55,8 @@ def run(duration, rate, joins, extra=()):
                 joined.append((max(times), max(client)))
             with open(output) as f:
                 result = json.load(f)
+        result["cpu_seconds"] = [max((float(m.group(1)) for _, line in proc.lines if (m := CPU.search(line))),
+                                     default=None) for proc in cluster.processes]
         result["join_spawn"] = [t - result["start"] for t in cluster.join_walltimes]
         result["join_done"] = [t - result["start"] for t, _ in joined]
         result["bootstrap_client_s"] = [c for _, c in joined]

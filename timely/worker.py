@@ -221,18 +221,19 @@ class Worker:
         return bool(dataflows)
 
     def step_or_park(self, timeout: Optional[float] = 0.01) -> bool:
-        """``step``, then wait (up to ``timeout``) for messages if there is nothing to do."""
+        """Wait (up to ``timeout``) for messages if there is nothing to do, then ``step``.
+
+        Parking first, as timely does, means a caller that steps until a condition holds
+        stops as soon as the step that satisfied it returns."""
         if self._abort is not None and self._abort.is_set():
             # execute raises the cause: the failing worker's error, or the transport's
             raise WorkerAborted(f"worker {self.index}: stopping, the computation failed")
+        if self.activations.is_idle() and self._dataflows:
+            self.allocator.await_events(timeout)
         if self.step_lock is not None:
             with self.step_lock:
-                alive = self.step()
-        else:
-            alive = self.step()
-        if alive and self.activations.is_idle():
-            self.allocator.await_events(timeout)
-        return alive
+                return self.step()
+        return self.step()
 
     def step_while(self, condition: Callable[[], bool]) -> None:
         """Step until ``condition()`` is false."""

@@ -10,7 +10,9 @@ batch already applied is skipped, a missing one is an error.
 For rescaling (seed 003 §3.4) a Progcaster also keeps its *progress state*: the
 accumulation of every batch applied, and the last sequence number applied per sender.
 Batches cancel out (+1 / -1), so the accumulation stays small however long the
-computation runs; ``state_size()`` measures it. The first message a Progcaster sends
+computation runs; ``state_size()`` measures it. Records crossing a scope boundary are
+kept in the parent scope's state only (the parent sees both their production and, from
+the nested scope, their consumption), so those cancel too. The first message a Progcaster sends
 on a link to a joining process is a bootstrap marker carrying its next sequence
 number; ``recorders`` keep the batches a bootstrap server must be able to replay.
 
@@ -95,15 +97,21 @@ class Progcaster:
             self.batches_received += 1
             changes.extend(updates)
             if self.accumulated is not None:
-                self.accumulated.extend(updates)
+                self._accumulate(updates)
             for recorder in self.recorders:
                 recorder.setdefault(source, {})[seq] = updates
+
+    def _accumulate(self, updates: Any) -> None:
+        # Statements at child 0 (records entering / leaving a nested scope) are reported
+        # to the parent scope, whose own state keeps them (see Subgraph.activate_child):
+        # keeping them here too would leave halves that never cancel.
+        self.accumulated.extend(u for u in updates if u[0][0][0] != 0)
 
     def install(self, updates: list, last_seq: dict, changes: ChangeBatch) -> None:
         """A joiner takes a bootstrap state: the accumulation, and where it stands."""
         changes.extend(updates)
         if self.accumulated is not None:
-            self.accumulated.extend(updates)
+            self._accumulate(updates)
         for source, seq in last_seq.items():
             self.last_seq[int(source)] = seq
 

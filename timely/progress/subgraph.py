@@ -81,16 +81,21 @@ class PerOperatorState:
                 shut()
             self.operator = None
 
-    def extract_progress(self, pointstamps: ChangeBatch, temp_active: list) -> None:
-        """Move the child's consumeds, internals and produceds into ``pointstamps``."""
+    def extract_progress(self, pointstamps: ChangeBatch, temp_active: list,
+                         ledger: Optional[ChangeBatch] = None) -> None:
+        """Move the child's consumeds, internals and produceds into ``pointstamps``
+        (the message counts also into ``ledger``, when given)."""
         shared = self.shared_progress
         index = self.index
         update = pointstamps.update
+        record = ledger.update if ledger is not None else None
         for port, consumed in enumerate(shared.consumeds):
             if consumed.unstable_len():
                 target = Location(index, port, False)
                 for time, delta in consumed.drain():
                     update((target, time), -delta)
+                    if record is not None:
+                        record((target, time), -delta)
         for port, internal in enumerate(shared.internals):
             if internal.unstable_len():
                 source = Location(index, port, True)
@@ -102,6 +107,8 @@ class PerOperatorState:
                 for time, delta in produced.drain():
                     for target in targets:
                         update((Location(target[0], target[1], False), time), delta)
+                        if record is not None:
+                            record((Location(target[0], target[1], False), time), delta)
                         heapq.heappush(temp_active, target[0])
 
 
@@ -243,8 +250,14 @@ class Subgraph:
             self.incomplete[index] = incomplete
         if not incomplete and child.operator is not None and self._may_shut_down(child):
             child.shut_down()
-        child.extract_progress(self.local_pointstamp if child.local else self.final_pointstamp,
-                               self.temp_active)
+        if child.local:
+            child.extract_progress(self.local_pointstamp, self.temp_active)
+        else:
+            # A nested scope speaks for every worker, so its statements are not broadcast;
+            # the message counts it reports go into our progress state, where they cancel
+            # the productions other workers broadcast (its capabilities, which a joiner's
+            # own nested scope re-derives, do not).
+            child.extract_progress(self.final_pointstamp, self.temp_active, self.progcaster.accumulated)
         return incomplete
 
     def _may_shut_down(self, child: PerOperatorState) -> bool:

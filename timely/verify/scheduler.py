@@ -1,0 +1,250 @@
+"""The random scheduler: runs schedules of the model, checking after every transition.
+
+A *schedule* is one run of the model from an initial configuration: a random graph
+(or two), workers, initial capabilities and transition weights, all drawn from one
+32-bit seed. At each step the scheduler lists the enabled transitions by kind, picks
+a kind (weighted; the weights are perturbed per schedule so that some schedules
+deliver eagerly and some let queues grow, some propagate often and some rarely), then
+one enabled instance uniformly, runs it and runs the ``Checker``. A schedule stops at
+its step budget, or when the system is quiescent (no capability, data, buffered
+change or batch left), or at the first violation. Then it is *drained* (no new
+operations; every buffered change sent, every join finished, every queue delivered,
+every worker propagated — each of these a checked transition too) and the ``final``
+property is checked.
+
+``explore`` runs schedules for a list of seeds, each seed spending a budget of
+transitions over as many schedules as it takes; the same seed always gives the same
+schedules (``ScheduleResult.seed`` replays one with ``run_schedule``).
+
+Costs: choosing a transition is O(workers x channels + non-empty queues); the rest is
+the transition's and the checks' cost (see model and properties).
+"""
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional
+
+from .model import Model, Options
+from .properties import Checker, Violation
+
+__all__ = ["WEIGHTS", "ScheduleResult", "Report", "run_schedule", "explore"]
+
+WEIGHTS = {"perf_op": 3.0, "recv_cap": 2.0, "send_upd": 2.5, "deliver": 5.0, "propagate": 1.5,
+           "join_start": 0.5, "apply_join": 0.8, "ctrl": 1.5, "serve": 1.0, "client": 1.5,
+           "kafka_install": 0.7}
+
+
+@dataclass
+class ScheduleResult:
+    seed: int
+    transitions: int = 0
+    drain_transitions: int = 0
+    states: int = 0
+    by_kind: Counter = field(default_factory=Counter)
+    evaluations: Counter = field(default_factory=Counter)
+    joins: int = 0
+    quiescent: bool = False
+    violation: Optional[Violation] = None
+    trace: list = field(default_factory=list)
+    summary: str = ""
+
+
+@dataclass
+class Report:
+    """What ``explore`` did: counts, and the violations it found."""
+
+    schedules: int = 0
+    transitions: int = 0
+    states: int = 0
+    joins: int = 0
+    seconds: float = 0.0
+    by_kind: Counter = field(default_factory=Counter)
+    evaluations: Counter = field(default_factory=Counter)
+    violations: list = field(default_factory=list)   # ScheduleResults with a violation
+
+    def add(self, result: ScheduleResult) -> None:
+        self.schedules += 1
+        self.transitions += result.transitions + result.drain_transitions
+        self.states += result.states
+        self.joins += result.joins
+        self.by_kind.update(result.by_kind)
+        self.evaluations.update(result.evaluations)
+        if result.violation is not None:
+            self.violations.append(result)
+
+    def text(self) -> str:
+        rate = self.transitions / self.seconds if self.seconds else 0.0
+        lines = [f"schedules:   {self.schedules}",
+                 f"transitions: {self.transitions} ({rate:,.0f}/s)",
+                 f"states checked: {self.states}",
+                 f"joins completed: {self.joins}",
+                 "transitions by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(self.by_kind.items())),
+                 "property evaluations: " + ", ".join(f"{k} {v}" for k, v in sorted(self.evaluations.items())),
+                 f"violations: {len(self.violations)}",
+                 f"time: {self.seconds:.1f}s"]
+        return "\n".join(lines)
+
+
+def _enabled(model: Model) -> dict:
+    """Enabled transitions by kind: kind -> list of argument tuples."""
+    out: dict = {}
+    workers = model.workers
+    installed = [w for w in workers if w.installed]
+    perf, send, prop = [], [], []
+    for w in installed:
+        for scope in w.scopes:
+            if scope.caps:
+                perf.append((w.index, scope.channel))
+            if not scope.temp.is_empty():
+                send.append((w.index, scope.channel))
+            prop.append((w.index, scope.channel))
+    if perf:
+        out["perf_op"] = perf
+    if send:
+        out["send_upd"] = send
+    out["propagate"] = prop
+    data = [(df.channel,) for df in model.dataflows if df.data]
+    if data:
+        out["recv_cap"] = data
+    net = model.net
+    if net.nonempty:
+        out["deliver"] = [(key,) for key in net.nonempty]
+    opts = model.options
+    join = model.join
+    if join is None:
+        if opts.join and model.joins_started < opts.max_joins and model.steps >= model.join_after:
+            out["join_start"] = [()]
+        return out
+    if join.pending:
+        out["apply_join"] = [(w,) for w in join.pending]
+    if join.kafka:
+        if not workers[join.joiner].installed:
+            out["kafka_install"] = [()]
+        return out
+    ctrl = [(key,) for key, q in net.ctrl.items() if q]
+    if ctrl:
+        out["ctrl"] = ctrl
+    server = workers[join.server].server
+    if server is not None and (server.pending or len(net.ctrl_box(join.server))):
+        out["serve"] = [(join.server,)]
+    client = workers[join.joiner].client
+    if client is not None and not client.done:
+        out["client"] = [()]
+    return out
+
+
+def _runner(model: Model) -> dict:
+    return {"perf_op": model.perf_op, "send_upd": model.send_upd, "propagate": model.propagate,
+            "recv_cap": model.recv_cap, "deliver": model.deliver, "join_start": model.join_start,
+            "apply_join": model.apply_join, "kafka_install": model.kafka_install,
+            "ctrl": model.ctrl_deliver, "serve": model.serve,
+            "client": lambda: model.client_step()}
+
+
+def run_schedule(options: Options, seed: int, steps: int = 400, full_checks: bool = False,
+                 drain: bool = True, trace_length: int = 60, disabled: tuple = ()) -> ScheduleResult:
+    """Run one schedule (see the module docstring); never raises a Violation, returns it."""
+    result = ScheduleResult(seed=seed)
+    model = Model(options, seed)
+    rng = random.Random(seed ^ 0x5EED)
+    weights = {k: v * rng.uniform(0.25, 2.0) for k, v in WEIGHTS.items()}
+    checker = Checker(model, full=full_checks, disabled=disabled)
+    runner = _runner(model)
+    trace: deque = deque(maxlen=trace_length)
+
+    def take(kind: str, args: tuple) -> bool:
+        label = runner[kind](*args)
+        if label is None:
+            return False
+        model.steps += 1
+        result.by_kind[kind] += 1
+        trace.append(label)
+        checker.check()
+        return True
+
+    try:
+        checker.check()
+        for _ in range(steps):
+            if model.quiescent():
+                result.quiescent = True
+                break
+            enabled = _enabled(model)
+            kinds = list(enabled)
+            kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
+            candidates = enabled[kind]
+            if take(kind, candidates[rng.randrange(len(candidates))]):
+                result.transitions += 1
+        if drain:
+            before = model.steps
+            _drain(model, take)
+            result.drain_transitions = model.steps - before
+            checker.final()
+    except Violation as v:
+        result.violation = v
+    finally:
+        model.shutdown()
+    result.states = checker.states
+    result.evaluations = checker.evaluations
+    result.joins = model.joins_done
+    result.trace = list(trace)
+    result.summary = (f"seed {seed}: {len(model.workers)} workers, {len(model.dataflows)} dataflow(s), "
+                      f"{model.kind} times, {'kafka' if options.kafka else 'p2p'}"
+                      f"{', mutation ' + options.mutation if options.mutation else ''}")
+    return result
+
+
+def _drain(model: Model, take: Callable[[str, tuple], bool], limit: int = 2000) -> None:
+    """No new operations: flush temps, finish the join, deliver everything, propagate."""
+    for _ in range(limit):
+        moved = False
+        for w in model.workers:
+            if w.installed:
+                for scope in w.scopes:
+                    if not scope.temp.is_empty():
+                        moved |= take("send_upd", (w.index, scope.channel, True))
+        enabled = _enabled(model)
+        for kind in ("join_start", "perf_op", "send_upd", "propagate", "recv_cap"):
+            enabled.pop(kind, None)
+        for kind, candidates in enabled.items():
+            for args in candidates:
+                moved |= take(kind, args)
+        if not moved:
+            break
+    else:
+        raise Violation("final", f"draining did not finish in {limit} rounds (join {model.join})")
+    for w in model.workers:
+        if w.installed:
+            for scope in w.scopes:
+                take("propagate", (w.index, scope.channel))
+    if model.join is not None:
+        raise Violation("final", f"the join of worker {model.join.joiner} could not finish")
+
+
+def explore(options: Options, seeds: list[int], steps: int, schedule_steps: int = 400,
+            full_checks: bool = False, stop_on_violation: bool = False, disabled: tuple = (),
+            progress: Optional[Callable[[Report], None]] = None) -> Report:
+    """Run schedules for every seed until each has spent ``steps`` transitions."""
+    report = Report()
+    started = time.perf_counter()
+    for seed in seeds:
+        rng = random.Random(seed)
+        spent = 0
+        while spent < steps:
+            result = run_schedule(options, rng.getrandbits(32), min(schedule_steps, steps - spent),
+                                  full_checks=full_checks, disabled=disabled)
+            spent += max(1, result.transitions + result.drain_transitions)
+            report.add(result)
+            if progress is not None:
+                progress(report)
+            if result.violation is not None and stop_on_violation:
+                report.seconds = time.perf_counter() - started
+                return report
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def variant(options: Options, **changes) -> Options:
+    return replace(options, **changes)
