@@ -83,6 +83,7 @@ class Worker:
         # the progress state a bootstrap server sends (Kafka mode uses snapshots instead)
         accumulate = self.config.rescaling and self.config.cluster and self.config.progress_mode == "p2p"
         progcaster = Progcaster(self.allocator, channel, accumulate=accumulate)
+        progcaster.nested = len(path) > 1
         self.progcasters[channel] = progcaster
         return progcaster
 

@@ -37,7 +37,7 @@ class Progcaster:
 
     __slots__ = ("source", "channel", "_pushers", "_puller", "seq", "batches_sent",
                  "batches_received", "updates_sent", "last_seq", "accumulated", "recorders",
-                 "markers", "hold")
+                 "markers", "hold", "nested")
 
     def __init__(self, allocator: Any, channel: int, accumulate: bool = False) -> None:
         self.source = allocator.index
@@ -52,6 +52,7 @@ class Progcaster:
         self.recorders: list[dict] = []     # bootstrap servers: sender -> {seq: updates}
         self.markers: dict[int, int] = {}   # joiner: sender -> first seq it sends us directly
         self.hold: Optional[list] = None    # joiner, while bootstrapping: batches kept aside
+        self.nested = False                 # the scope is nested: it has child-0 ports
 
     def send(self, changes: ChangeBatch) -> None:
         """Broadcast ``changes`` (drained) as one batch, if it holds anything."""
@@ -104,8 +105,12 @@ class Progcaster:
     def _accumulate(self, updates: Any) -> None:
         # Statements at child 0 (records entering / leaving a nested scope) are reported
         # to the parent scope, whose own state keeps them (see Subgraph.activate_child):
-        # keeping them here too would leave halves that never cancel.
-        self.accumulated.extend(u for u in updates if u[0][0][0] != 0)
+        # keeping them here too would leave halves that never cancel. A root scope has
+        # no child-0 ports, so its batches go in whole (no per-update Python work).
+        if self.nested:
+            self.accumulated.extend([u for u in updates if u[0][0][0] != 0])
+        else:
+            self.accumulated.extend(updates)
 
     def install(self, updates: list, last_seq: dict, changes: ChangeBatch) -> None:
         """A joiner takes a bootstrap state: the accumulation, and where it stands."""

@@ -49,6 +49,16 @@ behaviour: see there.
 Costs: a transition is O(updates it moves) plus, for ``propagate``, the Tracker's
 work; drawing a perf_op is O(held capabilities x reachable locations). The property
 checks (``timely.verify.properties``) are separate.
+
+>>> m = Model(Options(twin="python", workers=2, kind="int", scopes=1), seed=3)
+>>> [w.index for w in m.workers], m.workers[1].scopes[0].glob == m.dataflows[0].rec
+([0, 1], True)
+>>> m.perf_op(0, 0) is not None, m.send_upd(0, 0, everything=True) is not None
+(True, True)
+>>> [m.deliver(key) is not None for key in list(m.net.nonempty)]
+[True, True]
+>>> m.workers[1].scopes[0].glob == m.dataflows[0].rec   # w1 has heard all of w0's batch
+True
 """
 from __future__ import annotations
 
@@ -65,7 +75,7 @@ from ..progress import twins
 from ..progress.broadcast import MARKER, Progcaster
 from ..rescaling.bootstrap import BootstrapServer, run_client, run_kafka_client
 from .oracle import Oracle
-from .order import PointstampOrder, random_graph
+from .order import PointstampOrder, fmt, fmt_updates, random_graph
 
 __all__ = ["Options", "Model", "Net", "ModelAllocator"]
 
@@ -366,7 +376,9 @@ class Model:
         self.joins_started = 0
         self.joins_done = 0
         self.join: Optional[SimpleNamespace] = None
-        self.counts: Counter = Counter()    # transitions taken, by kind
+        #: how often interesting corners were reached (partial sends, range requests,
+        #: negative counts, old snapshots ...), reported by the scheduler
+        self.coverage: Counter = Counter()
         # initial capabilities: timely-like (one per operator output per worker) or random
         per_worker: list[list[dict]] = []       # [channel][worker] -> caps
         for df in self.dataflows:
@@ -397,8 +409,7 @@ class Model:
             for ch, scope in enumerate(worker.scopes):
                 scope.caps = dict(per_worker[ch][w])
             self.workers.append(worker)
-        if self.mutation in ("bootstrap_seq_off_by_one", "dropped_range"):
-            self.net.ctrl_hook = self._ctrl_mutation
+        self.net.ctrl_hook = self._ctrl_transit
         self.join_after = rng.randint(5, 120)   # joins start after this many transitions
         self.steps = 0
 
@@ -418,9 +429,6 @@ class Model:
                 tracker.update(loc, t, c)
             worker.scopes.append(scope)
         return worker
-
-    def installed(self) -> list[Worker]:
-        return [w for w in self.workers if w.installed]
 
     # ---- bookkeeping ---------------------------------------------------------------------
     def _rec_add(self, df: Dataflow, p: tuple, d: int) -> None:
@@ -454,6 +462,8 @@ class Model:
                 del glob[key]
             tracker.update(loc, t, d)
         scope.gpos = None
+        if any(c < 0 for c in glob.values()):
+            self.coverage["negative glob count"] += 1
         self.events.append(("glob", worker.index, scope.channel))
 
     # ---- the exchange protocol (§4) --------------------------------------------------------
@@ -527,7 +537,8 @@ class Model:
             caps[p] = caps.get(p, 0) + 1
             temp.update(p, 1)
             self._rec_add(df, p, 1)
-        return f"perf_op w{w} ch{ch} {kind}: -{dict(neg)} data{data} self{selfs}"
+        return (f"perf_op w{w} ch{ch} {kind}: retire {fmt_updates([(p, -n) for p, n in neg.items()])} data "
+                f"[{', '.join(f'{fmt(p)}->w{r}' for r, p in data)}] self [{', '.join(map(fmt, selfs))}]")
 
     def recv_cap(self, ch: int) -> Optional[str]:
         df = self.dataflows[ch]
@@ -540,7 +551,7 @@ class Model:
             del df.data[(r, p)]
         caps = self.workers[r].scopes[ch].caps
         caps[p] = caps.get(p, 0) + 1
-        return f"recv_cap w{r} ch{ch} {p}"
+        return f"recv_cap w{r} ch{ch} {fmt(p)}"
 
     def justified(self, order: PointstampOrder, caps: dict, rest: dict) -> bool:
         """§4's ``justified caps rest``: every positive entry is supported in rest, or
@@ -563,7 +574,9 @@ class Model:
         scope = worker.scopes[ch]
         if scope.temp.is_empty():
             return None
-        items = list(scope.temp)
+        # sorted: a ChangeBatch's order depends on when it was compacted (by whoever
+        # read it), and the schedule must not
+        items = sorted(scope.temp)
         rng = self.rng
         gamma = items
         if not everything and len(items) > 1 and rng.random() < 0.6:
@@ -576,6 +589,7 @@ class Model:
                 rest = {p: d for p, d in items if p not in chosen}
                 if self.mutation == "unjustified_send" or self.justified(order, scope.caps, rest):
                     gamma = subset
+                    self.coverage["partial send (justified remainder)"] += 1
                     break
         for p, d in gamma:
             scope.temp.update(p, -d)
@@ -586,10 +600,11 @@ class Model:
             self._sent(ch, w, [u for u in gamma if u[1] < 0])
             pc.send(self.ChangeBatch([u for u in gamma if u[1] > 0]))
             self._sent(ch, w, [u for u in gamma if u[1] > 0])
-            return f"send_upd w{w} ch{ch} SPLIT {gamma}"
+            return f"send_upd w{w} ch{ch} SPLIT {fmt_updates(gamma)}"
         pc.send(self.ChangeBatch(gamma))
         self._sent(ch, w, gamma)
-        return f"send_upd w{w} ch{ch} {gamma}"
+        partial = " (part of temp)" if len(gamma) < len(items) else ""
+        return f"send_upd w{w} ch{ch} seq {pc.seq - 1} {fmt_updates(gamma)}{partial}"
 
     def _sent(self, ch: int, w: int, updates: list) -> None:
         announced = self.dataflows[ch].announced
@@ -671,6 +686,12 @@ class Model:
                     snapshot = written[-1] if roll < 0.6 else (
                         rng.choice(written) if roll < 0.9 else None)
                 offset = snapshot[1] if snapshot is not None else 0
+                behind = len(net.logs.get(s, [])) - offset
+                self.coverage["kafka: no snapshot" if snapshot is None else
+                              "kafka: older snapshot" if snapshot is not written[-1] else
+                              "kafka: latest snapshot"] += 1
+                if behind:
+                    self.coverage["kafka: non-empty tail"] += 1
                 if self.mutation == "skip_snapshot_tail":
                     offset = len(net.logs.get(s, []))        # BUG: tail from the end
                 if self.mutation == "bootstrap_seq_off_by_one" and snapshot is not None:
@@ -733,8 +754,10 @@ class Model:
             label += " (bootstrap server: state sent, recording)"
         return label
 
-    def _ctrl_mutation(self, sender: int, receiver: int, payload: Any) -> Any:
+    def _ctrl_transit(self, sender: int, receiver: int, payload: Any) -> Any:
         kind = payload[0]
+        if kind == "bs-state" and self.join is not None:
+            self.join.state_last = {ch: dict(last) for ch, _, last in payload[2]}
         if kind == "bs-state" and self.mutation == "bootstrap_seq_off_by_one":
             # BUG: the state says it holds one batch more than it does
             _, index, state = payload
@@ -767,6 +790,8 @@ class Model:
             if kind == "bs-req":
                 _, requester, channel, source, start, end = message
                 server.request(requester, channel, source, start, end)
+                self.coverage["p2p: range requested"] += 1
+                self.coverage["p2p: batches in ranges"] += end - start
             elif kind == "bs-done":
                 if server.done(message[1]):
                     worker.server = None
@@ -821,8 +846,24 @@ class Model:
     def _installed(self, worker: Worker) -> None:
         worker.status = "joined"
         worker.client = None
+        self.coverage["joins installed"] += 1
+        join = self.join
+        if join is not None and not join.kafka:
+            for scope in worker.scopes:
+                last = join.state_last.get(scope.channel, {})
+                for source, marker in scope.pc.markers.items():
+                    if last.get(source, -1) + 1 > marker:
+                        self.coverage["p2p: state ahead of a marker (held duplicates)"] += 1
+                    elif last.get(source, -1) + 1 == marker:
+                        self.coverage["p2p: state meets a marker (no gap)"] += 1
         for scope in worker.scopes:
             self._absorb(worker, scope)
+            # batches still on their way that the state already holds (apply skips them)
+            last = scope.pc.last_seq
+            for s in range(len(self.workers)):
+                for source, seq, _ in self.net.queue((scope.channel, s, worker.index)):
+                    if seq != MARKER and seq <= last.get(source, -1):
+                        self.coverage["duplicate batches skipped after install"] += 1
         self.events.append(("installed", worker.index))
 
     def _maybe_joined(self) -> None:

@@ -22,6 +22,12 @@ runs each until the first violation and fails if none comes within its budget.
   from its end instead of from the snapshot's offset.
 
 Costs: none beyond the model's.
+
+>>> m = mutated("skip_snapshot_tail")
+>>> m.mutation, m.join, m.kafka
+('skip_snapshot_tail', True, True)
+>>> mutated("bootstrap_seq_off_by_one_kafka").mutation
+'bootstrap_seq_off_by_one'
 """
 from __future__ import annotations
 
@@ -41,19 +47,23 @@ class Mutation:
     description: str = ""
 
 
-MUTATIONS: dict[str, Mutation] = {m.name if not m.kafka or m.name == "skip_snapshot_tail" else m.name + "_kafka": m for m in (
-    Mutation("split_batch", description="a progress batch split in two, retirements first"),
-    Mutation("unjustified_send", description="send_upd without the justified-remainder rule"),
-    Mutation("unsupported_positive", description="a capability created out of nothing"),
-    Mutation("dropped_range", join=True, description="a range answer loses its last batch"),
-    Mutation("bootstrap_seq_off_by_one", join=True,
-             description="bootstrap state says last_seq + 1"),
-    Mutation("bootstrap_seq_off_by_one", join=True, kafka=True,
-             description="Kafka snapshot says last_seq + 1"),
-    Mutation("marker_off_by_one", join=True, description="marker carries seq - 1"),
-    Mutation("skip_snapshot_tail", join=True, kafka=True,
-             description="Kafka joiner tails from the log end, not the snapshot"),
-)}
+#: test name -> mutation (the Kafka variant of the off-by-one has its own name)
+MUTATIONS: dict[str, Mutation] = {
+    "split_batch": Mutation("split_batch", description="a progress batch split in two, retirements first"),
+    "unjustified_send": Mutation("unjustified_send",
+                                 description="send_upd without the justified-remainder rule"),
+    "unsupported_positive": Mutation("unsupported_positive",
+                                     description="a capability created out of nothing"),
+    "dropped_range": Mutation("dropped_range", join=True,
+                              description="a range answer loses its last batch"),
+    "bootstrap_seq_off_by_one": Mutation("bootstrap_seq_off_by_one", join=True,
+                                         description="bootstrap state says last_seq + 1"),
+    "bootstrap_seq_off_by_one_kafka": Mutation("bootstrap_seq_off_by_one", join=True, kafka=True,
+                                               description="Kafka snapshot says last_seq + 1"),
+    "marker_off_by_one": Mutation("marker_off_by_one", join=True, description="marker carries seq - 1"),
+    "skip_snapshot_tail": Mutation("skip_snapshot_tail", join=True, kafka=True,
+                                   description="Kafka joiner tails from the log end, not the snapshot"),
+}
 
 
 def mutated(key: str, base: Optional[Options] = None) -> Options:

@@ -239,5 +239,21 @@ class PointstampOrder:
         return (loc, (rng.randint(0, half), rng.randint(0, half)))
 
 
+def fmt(p: Pointstamp) -> str:
+    """A pointstamp as ``(S3.0, 4)``: Source or Target, operator.port, time.
+
+    >>> fmt((Location.source(3, 0), 4)), fmt((Location.target(1, 1), (0, 2)))
+    ('(S3.0, 4)', '(T1.1, (0, 2))')
+    """
+    loc, t = p
+    return f"({'S' if loc[2] else 'T'}{loc[0]}.{loc[1]}, {t})"
+
+
+def fmt_updates(updates: Iterable) -> str:
+    """``[(pointstamp, delta)]`` (or a Counter) compactly: ``{(S3.0, 4): +1}``."""
+    items = updates.items() if hasattr(updates, "items") else updates
+    return "{" + ", ".join(f"{fmt(p)}: {d:+d}" for p, d in items) + "}"
+
+
 def _sort_key(s: Any) -> Any:
     return (s,) if isinstance(s, int) else s

@@ -36,6 +36,14 @@ Costs per transition: a glob change O(glob entries x reachable locations) to upd
 the bitsets (cached per pointstamp) + O(in-flight updates to w); a new rec pointstamp
 O(workers x requirements x frontier); a propagation O(oracle implied_frontier) =
 O(locations x glob entries x summaries).
+
+>>> from timely.verify.model import Model, Options
+>>> m = Model(Options(twin="python", workers=2, kind="int", scopes=1), seed=3)
+>>> checker = Checker(m)
+>>> checker.check(); m.propagate(0, 0) is not None; checker.check()
+True
+>>> checker.states, checker.evaluations["convergence"] > 0
+(2, True)
 """
 from __future__ import annotations
 
@@ -44,6 +52,7 @@ from typing import Any, Optional
 
 from ..progress.broadcast import MARKER
 from .oracle import le
+from .order import fmt as _fmt
 
 __all__ = ["Violation", "Checker", "PROPERTIES"]
 
@@ -62,11 +71,6 @@ class Violation(AssertionError):
 
 def _skip(*args: Any, **kwargs: Any) -> None:
     """A disabled property."""
-
-
-def _fmt(p: Any) -> str:
-    loc, t = p
-    return f"({'S' if loc[2] else 'T'}{loc[0]}.{loc[1]}, {t})"
 
 
 class Checker:

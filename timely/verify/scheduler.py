@@ -18,6 +18,10 @@ schedules (``ScheduleResult.seed`` replays one with ``run_schedule``).
 
 Costs: choosing a transition is O(workers x channels + non-empty queues); the rest is
 the transition's and the checks' cost (see model and properties).
+
+>>> report = explore(Options(twin="python", join=True), seeds=[0], steps=300)
+>>> report.violations, report.transitions >= 300, report.states > report.transitions
+([], True, True)
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ class ScheduleResult:
     by_kind: Counter = field(default_factory=Counter)
     evaluations: Counter = field(default_factory=Counter)
     joins: int = 0
+    coverage: Counter = field(default_factory=Counter)
     quiescent: bool = False
     violation: Optional[Violation] = None
     trace: list = field(default_factory=list)
@@ -60,7 +65,9 @@ class Report:
     transitions: int = 0
     states: int = 0
     joins: int = 0
+    quiescent: int = 0
     seconds: float = 0.0
+    coverage: Counter = field(default_factory=Counter)
     by_kind: Counter = field(default_factory=Counter)
     evaluations: Counter = field(default_factory=Counter)
     violations: list = field(default_factory=list)   # ScheduleResults with a violation
@@ -70,6 +77,8 @@ class Report:
         self.transitions += result.transitions + result.drain_transitions
         self.states += result.states
         self.joins += result.joins
+        self.quiescent += result.quiescent
+        self.coverage.update(result.coverage)
         self.by_kind.update(result.by_kind)
         self.evaluations.update(result.evaluations)
         if result.violation is not None:
@@ -81,6 +90,8 @@ class Report:
                  f"transitions: {self.transitions} ({rate:,.0f}/s)",
                  f"states checked: {self.states}",
                  f"joins completed: {self.joins}",
+                 f"schedules that ran to quiescence: {self.quiescent}",
+                 "coverage: " + ", ".join(f"{k} {v}" for k, v in sorted(self.coverage.items())),
                  "transitions by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(self.by_kind.items())),
                  "property evaluations: " + ", ".join(f"{k} {v}" for k, v in sorted(self.evaluations.items())),
                  f"violations: {len(self.violations)}",
@@ -189,6 +200,7 @@ def run_schedule(options: Options, seed: int, steps: int = 400, full_checks: boo
     result.states = checker.states
     result.evaluations = checker.evaluations
     result.joins = model.joins_done
+    result.coverage = model.coverage
     result.trace = list(trace)
     result.summary = (f"seed {seed}: {len(model.workers)} workers, {len(model.dataflows)} dataflow(s), "
                       f"{model.kind} times, {'kafka' if options.kafka else 'p2p'}"
@@ -233,7 +245,10 @@ def explore(options: Options, seeds: list[int], steps: int, schedule_steps: int 
         rng = random.Random(seed)
         spent = 0
         while spent < steps:
-            result = run_schedule(options, rng.getrandbits(32), min(schedule_steps, steps - spent),
+            # schedule lengths vary (a quarter to 1.5 times the nominal length): many
+            # short schedules explore many initial configurations, long ones deep states
+            length = rng.randint(max(1, schedule_steps // 4), max(1, schedule_steps * 3 // 2))
+            result = run_schedule(options, rng.getrandbits(32), min(length, steps - spent),
                                   full_checks=full_checks, disabled=disabled)
             spent += max(1, result.transitions + result.drain_transitions)
             report.add(result)
