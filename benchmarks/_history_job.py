@@ -2,9 +2,10 @@
 
 Worker 0 advances its input ``--history`` epochs (a record and a step each), so every
 progress log or accumulation has seen that many batches; it then keeps the dataflow
-open until the marker file ``--go`` exists. A joining process prints one line,
-``joined {json}``, with the bootstrap time, and what it had to read: the records and
-snapshots of each log (Kafka mode) or the state entries it received (peer-to-peer).
+open until the marker file ``--go`` exists. A joining process bootstraps, steps until its
+view of progress is current (its probe reaches ``--history``), and prints one line,
+``joined {json}``, with both times and what it had to read: the records and snapshots
+of each log (Kafka mode) or the state entries it received (peer-to-peer).
 """
 from __future__ import annotations
 
@@ -33,7 +34,12 @@ def main(argv):
         source, probe = worker.dataflow(dataflow)
         if worker.bootstrap():
             hub = worker.allocator.hub
-            report = {"bootstrap_s": worker.bootstrap_seconds, "at": time.time()}
+            bootstrapped = time.time()
+            # caught up: this worker's view of progress is current (worker 0's input
+            # holds time `history` until the test lets it close)
+            worker.step_while(lambda: probe.less_than(args.history))
+            report = {"bootstrap_s": worker.bootstrap_seconds, "bootstrapped_at": bootstrapped,
+                      "at": time.time()}
             if hub.kafka is not None:
                 report["records_read"] = sum(hub.kafka.subscriber.records_read.values())
                 report["snapshots_read"] = sum(hub.kafka.subscriber.snapshots_read.values())

@@ -1,12 +1,13 @@
 """Peer-to-peer vs Kafka progress, the same dataflows and the same join, in one run.
 
 1. Latency: seed 003's WordCount (benchmarks/_jobs.py ``latency``) on 2 processes x 2
-   workers, 100 epochs/s, in each mode (alternating, to be fair to a noisy machine):
-   per-epoch latency p50/p99, and the latency around one join in each mode.
+   workers, at 20 and at 100 epochs/s, in each mode: per-epoch latency p50/p99, and
+   the latency around one join in each mode.
 2. Traffic: progress messages and bytes per epoch sent by one process
    (benchmarks/_history_job.py, a record and a step per epoch).
 3. Join time against the length of history: after H epochs a third process joins;
-   the time from its start until it has joined, its bootstrap time, and what it read.
+   the time from its start until its view of progress is current, its bootstrap
+   time, and what it read.
    Kafka mode with snapshots must stay flat; without snapshots (an interval longer
    than the history) the joiner reads the whole log; peer-to-peer sends the
    accumulated state, whose size does not grow with history either.
@@ -89,7 +90,7 @@ def plot(latency, joins, path):
     b.set_xscale("log")
     b.set_yscale("log")
     b.set_xlabel("history before the join (epochs)")
-    b.set_ylabel("join time: start to joined (ms)")
+    b.set_ylabel("join time: start to caught up (ms)")
     b.set_title("Join time vs length of history")
     b.legend()
     fig.tight_layout()
@@ -104,9 +105,11 @@ def main():
     histories = [500, 2000, 5000] if quick else [500, 2000, 8000, 20000]
     with TansuBroker() as broker:
         latency = {}
-        for mode in ("p2p", "kafka"):
-            prefix = f"lat{int(time.time())}{mode}"
-            latency[mode] = run_latency(duration, 100.0, joins=1, extra=mode_args(mode, broker, prefix))
+        for rate in (20, 100):
+            for mode in ("p2p", "kafka"):
+                prefix = f"lat{int(time.time())}{mode}{rate}"
+                latency[f"{mode} @{rate}/s"] = run_latency(duration, float(rate), joins=1,
+                                                            extra=mode_args(mode, broker, prefix))
         joins: dict[str, list] = {"p2p": [], "kafka (snapshot every 1000)": [], "kafka (no snapshots)": []}
         for history in histories:
             for label, mode, interval in (("p2p", "p2p", 1000), ("kafka (snapshot every 1000)", "kafka", 1000),
@@ -118,17 +121,18 @@ def main():
                       f"bootstrap {report['bootstrap_s'] * 1e3:7.2f} ms, read "
                       f"{report.get('records_read', report.get('state_entries'))}")
     rows, summary = [], {}
-    for mode, result in latency.items():
+    for key, result in latency.items():
+        mode = key.split()[0]
         ph = phases(result)
         steady = percentiles([lat * 1e3 for t, lat in result["epochs"] if t < result["join_spawn"][0]])
         during = ph.get("during join 1", {})
         traffic = joins["p2p" if mode == "p2p" else "kafka (snapshot every 1000)"][-1]
         per_epoch = {k: v / traffic["history"] for k, v in traffic["traffic"].items()}
-        rows.append([mode, f"{steady['p50']:.2f}", f"{steady['p99']:.2f}",
+        rows.append([key, f"{steady['p50']:.2f}", f"{steady['p99']:.2f}",
                      f"{during.get('p99') or float('nan'):.2f}",
                      f"{(result['join_done'][0] - result['join_spawn'][0]) * 1e3:.0f}",
                      f"{per_epoch['messages']:.2f}", f"{per_epoch['bytes']:.0f}"])
-        summary[mode] = {"p50_ms": steady["p50"], "p99_ms": steady["p99"], "join_p99_ms": during.get("p99"),
+        summary[key] = {"p50_ms": steady["p50"], "p99_ms": steady["p99"], "join_p99_ms": during.get("p99"),
                          "join_effective_ms": (result["join_done"][0] - result["join_spawn"][0]) * 1e3,
                          "progress_messages_per_epoch_per_process": per_epoch["messages"],
                          "progress_bytes_per_epoch_per_process": per_epoch["bytes"]}

@@ -43,7 +43,7 @@ class Subscriber:
             self.consumer = KafkaConsumer(**client_options(bootstrap, options), enable_auto_commit=False,
                                           auto_offset_reset="earliest",
                                           group_id=self.topics.subscriber_group(name),
-                                          fetch_max_wait_ms=5, fetch_min_bytes=1,
+                                          fetch_max_wait_ms=1, fetch_min_bytes=1,
                                           allow_auto_create_topics=False,
                                           request_timeout_ms=30000, max_poll_records=2000)
         except KafkaError as e:
