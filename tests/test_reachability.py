@@ -4,11 +4,12 @@ Protects the correctness claim of the progress core (DESIGN.md, seed 002 section
 after ``propagate_all``, the implication frontier at EVERY location equals
 ``implied_frontier`` — the frontier of the sum over all locations l' of the positive
 accumulated pointstamps at l' pushed through every minimal path summary from l' to l.
-The oracle below computes that definition directly (path summaries by a fixpoint over
-antichains, written independently of ``summarize_outputs`` and the Tracker) and is
-compared with the Tracker on random graphs (DAGs and graphs with advancing feedback
-cycles, several ports per operator, partial and multi-summary internal connections, int
-and pair timestamps) under random batches of positive and negative pointstamp changes.
+The oracle (``timely.verify.oracle``, shared with the protocol harness) computes that
+definition directly (path summaries by a fixpoint over antichains, written independently
+of ``summarize_outputs`` and the Tracker) and is compared with the Tracker on random
+graphs (DAGs and graphs with advancing feedback cycles, several ports per operator,
+partial and multi-summary internal connections, int and pair timestamps) under random
+batches of positive and negative pointstamp changes.
 Also: the exact implication multisets and ``is_global``; ``pushed_changes`` and
 ``output_changes`` as exact deltas; the Cython and pure Trackers agreeing exactly;
 Builder's checks (zero-summary cycles named, unknown operators/ports, duplicates); and
@@ -18,257 +19,24 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from timely.progress import Builder, Location, Source, Target, summarize_outputs, twins
+# The oracle: an order, a summary algebra, path summaries and implied_frontier written out
+# independently of summarize_outputs and the Tracker (shared with tests/test_verify.py).
+from timely.verify.oracle import (TIME_MAX, Graph, Oracle, apply, identity, lt, minimal,
+                                  pointstamp_frontier, simple_path_summaries, zero_cycle)
 
 TWIN_NEEDS = ("Tracker",)
-TIME_MAX = 2**63 - 1
 
 # Case counts scale with the loaded hypothesis profile (conftest.py): with "ci" (400)
 # each oracle test runs 600 scenarios per twin, 2,400 per twin over the four of them.
 PROFILE_EXAMPLES = settings().max_examples
 ORACLE_EXAMPLES = PROFILE_EXAMPLES * 3 // 2
 SELF_CHECK_EXAMPLES = max(50, PROFILE_EXAMPLES // 2)
-
-# =========================================================================================
-# The oracle: an order, a summary algebra and path summaries written out independently.
-# =========================================================================================
-
-
-def le(a, b) -> bool:
-    if isinstance(a, int):
-        return a <= b
-    return len(a) == len(b) and all(x <= y for x, y in zip(a, b))
-
-
-def lt(a, b) -> bool:
-    return a != b and le(a, b)
-
-
-def apply(summary, time):
-    """``time`` after travelling a path summarised by ``summary`` (None: it cannot)."""
-    if isinstance(summary, int):
-        r = time + summary
-        return r if r <= TIME_MAX else None
-    r = tuple(t + s for t, s in zip(time, summary))
-    return r if all(x <= TIME_MAX for x in r) else None
-
-
-def compose(first, then):
-    if isinstance(first, int):
-        r = first + then
-        return r if r <= TIME_MAX else None
-    r = tuple(a + b for a, b in zip(first, then))
-    return r if all(x <= TIME_MAX for x in r) else None
-
-
-def identity(kind):
-    return 0 if kind == "int" else (0, 0)
-
-
-def minimal(elements) -> set:
-    elements = set(elements)
-    return {x for x in elements if not any(lt(y, x) for y in elements)}
-
-
-def insert_minimal(chain: set, x) -> bool:
-    """Add ``x`` to the antichain ``chain`` unless something held is <= it."""
-    if any(le(y, x) for y in chain):
-        return False
-    for y in [y for y in chain if le(x, y)]:
-        chain.discard(y)
-    chain.add(x)
-    return True
-
-
-@dataclass
-class Graph:
-    """A scope: node 0 is its boundary (inputs = scope outputs, outputs = scope inputs,
-    no internal connections, as in timely); ``summaries[node][input][output]`` lists an
-    operator's internal summaries ([] = no connection)."""
-
-    kind: str
-    shapes: list
-    summaries: list
-    edges: list = field(default_factory=list)
-
-    def sources(self):
-        return [Location.source(n, p) for n, (_, outs) in enumerate(self.shapes) for p in range(outs)]
-
-    def targets(self):
-        return [Location.target(n, p) for n, (ins, _) in enumerate(self.shapes) for p in range(ins)]
-
-    def locations(self):
-        return self.sources() + self.targets()
-
-    def steps(self):
-        """The location graph: (from, to, summaries as given)."""
-        out = [(Location.source(*s), Location.target(*t), [identity(self.kind)]) for s, t in self.edges]
-        for n, rows in enumerate(self.summaries):
-            for i, row in enumerate(rows):
-                for o, summaries in enumerate(row):
-                    if summaries:
-                        out.append((Location.target(n, i), Location.source(n, o), list(summaries)))
-        return out
-
-    def builder(self) -> Builder:
-        b = Builder(minimum=identity(self.kind))
-        for n, (ins, outs) in enumerate(self.shapes):
-            b.add_node(n, ins, outs, [[list(s) for s in row] for row in self.summaries[n]])
-        for s, t in self.edges:
-            b.add_edge(Source(*s), Target(*t))
-        return b
-
-    def __repr__(self) -> str:  # readable falsifying examples
-        return (f"Graph(kind={self.kind!r}, shapes={self.shapes!r},\n"
-                f"      summaries={self.summaries!r},\n      edges={self.edges!r})")
-
-
-class Oracle:
-    """``path_summary`` and ``implied_frontier`` straight from seed 002's definitions."""
-
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
-        self.locations = graph.locations()
-        self.succ: dict = {loc: [] for loc in self.locations}
-        for a, b, summaries in graph.steps():
-            self.succ[a].append((b, minimal(summaries)))
-        self.ps = {a: self._closure(a) for a in self.locations}
-
-    def _closure(self, start) -> dict:
-        """Minimal summaries of all paths from ``start``: Bellman-Ford over antichains,
-        starting from the empty path (identity) and extending paths one step at a time
-        until no location gains a new minimal summary."""
-        reach = {loc: set() for loc in self.locations}
-        reach[start].add(identity(self.graph.kind))
-        changed = True
-        while changed:
-            changed = False
-            for a in self.locations:
-                for x in list(reach[a]):
-                    for b, summaries in self.succ[a]:
-                        for s in summaries:
-                            y = compose(x, s)
-                            if y is not None and insert_minimal(reach[b], y):
-                                changed = True
-        return reach
-
-    def path_summary(self, a, b) -> set:
-        return self.ps[a][b]
-
-    def implied_frontier(self, P: dict, loc, where=lambda l: True) -> set:
-        """frontier(sum over l' of pos(P l') (+) path_summary(l', loc)); ``where``
-        restricts the l' that contribute."""
-        candidates = set()
-        for src, counts in P.items():
-            if not where(src):
-                continue
-            summaries = self.ps[src][loc]
-            for t, c in counts.items():
-                if c > 0:
-                    for s in summaries:
-                        r = apply(s, t)
-                        if r is not None:
-                            candidates.add(r)
-        return minimal(candidates)
-
-    def implied_frontiers(self, P: dict) -> dict:
-        return {loc: self.implied_frontier(P, loc) for loc in self.locations}
-
-    def implication_counts(self, P: dict, F: dict) -> dict:
-        """The exact implication multiset at each location once the worklist is empty
-        (seed 002's invariant): the frontier of its own pointstamps plus, for every step
-        l' -> l, the implied frontier at l' through that step's summaries."""
-        out = {loc: Counter(pointstamp_frontier(P, loc)) for loc in self.locations}
-        for a in self.locations:
-            for b, summaries in self.succ[a]:
-                for t in F[a]:
-                    for s in summaries:
-                        r = apply(s, t)
-                        if r is not None:
-                            out[b][r] += 1
-        return out
-
-    def output_multiset(self, P: dict, output: int) -> Counter:
-        """What the accumulated ``output_changes[output]`` must be: every pointstamp
-        frontier element outside node 0 pushed through every minimal summary to the
-        scope output (node 0's own ports are the parent's business, as in timely)."""
-        out: Counter = Counter()
-        scope_output = Location.target(0, output)
-        for loc in self.locations:
-            if loc.node == 0:
-                continue
-            for t in pointstamp_frontier(P, loc):
-                for s in self.ps[loc][scope_output]:
-                    r = apply(s, t)
-                    if r is not None:
-                        out[r] += 1
-        return +out
-
-
-def pointstamp_frontier(P: dict, loc) -> set:
-    return minimal(t for t, c in P.get(loc, {}).items() if c > 0)
-
-
-def simple_path_summaries(graph: Graph, a, b) -> set:
-    """Minimal summaries over the simple paths from a to b, by exhaustive search. With
-    every cycle advancing, a path with a cycle is never below the path without it, so
-    this equals path_summary: a check on the fixpoint oracle itself."""
-    succ = {loc: [] for loc in graph.locations()}
-    for x, y, summaries in graph.steps():
-        succ[x].append((y, minimal(summaries)))
-    found = set()
-
-    def walk(loc, summary, seen):
-        if loc == b:
-            found.add(summary)
-        for nxt, summaries in succ[loc]:
-            if nxt not in seen:
-                for s in summaries:
-                    y = compose(summary, s)
-                    if y is not None:
-                        walk(nxt, y, seen | {nxt})
-
-    walk(a, identity(graph.kind), {a})
-    return minimal(found)
-
-
-def zero_cycle(graph: Graph):
-    """A cycle of steps that may leave timestamps unchanged (channels, and internal
-    connections offering the identity summary), as a list of locations, or None."""
-    ident = identity(graph.kind)
-    succ = {loc: [] for loc in graph.locations()}
-    for a, b, summaries in graph.steps():
-        if ident in summaries:
-            succ[a].append(b)
-    state: dict = {}
-
-    def dfs(loc, path):
-        state[loc] = 1
-        path.append(loc)
-        for nxt in succ[loc]:
-            if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state:
-                cycle = dfs(nxt, path)
-                if cycle:
-                    return cycle
-        path.pop()
-        state[loc] = 2
-        return None
-
-    for loc in succ:
-        if loc not in state:
-            cycle = dfs(loc, [])
-            if cycle:
-                return cycle
-    return None
-
 
 # =========================================================================================
 # Strategies
@@ -289,6 +57,9 @@ def summary_lists(kind):
     return st.one_of(options)
 
 
+SUMMARY_LISTS = {kind: summary_lists(kind) for kind in ("int", "pair")}   # built once
+
+
 @st.composite
 def graphs(draw, kind: str, cyclic: bool, fix_cycles: bool = True) -> Graph:
     n_ops = draw(st.integers(1, 5))
@@ -298,7 +69,7 @@ def graphs(draw, kind: str, cyclic: bool, fix_cycles: bool = True) -> Graph:
     for _ in range(n_ops):
         ins, outs = draw(st.integers(0, 3)), draw(st.integers(0, 3))
         shapes.append((ins, outs))
-        summaries.append([[draw(summary_lists(kind)) for _ in range(outs)] for _ in range(ins)])
+        summaries.append([[draw(SUMMARY_LISTS[kind]) for _ in range(outs)] for _ in range(ins)])
     graph = Graph(kind, shapes, summaries)
     all_sources = [(n, p) for n, (_, outs) in enumerate(shapes) for p in range(outs)]
     for node, (ins, _) in enumerate(shapes):
@@ -360,11 +131,11 @@ def scenarios(draw, kind: str, cyclic: bool):
     graph = draw(graphs(kind, cyclic))
     locations = graph.locations()
     rounds, history = [], []
+    change = st.tuples(st.sampled_from(locations), TIMES[kind], DELTAS) if locations else None
     for _ in range(draw(st.integers(1, 5))):
         batch = []
         if locations:
-            batch = draw(st.lists(st.tuples(st.sampled_from(locations), TIMES[kind], DELTAS),
-                                  min_size=0 if history else 1, max_size=6))
+            batch = draw(st.lists(change, min_size=0 if history else 1, max_size=6))
         if history:
             batch += [(loc, t, -d) for loc, t, d in draw(st.lists(st.sampled_from(history), max_size=4))]
         history += batch

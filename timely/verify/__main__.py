@@ -38,8 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kafka", action="store_true", help="progress through logs; joins from snapshot + tail")
     p.add_argument("--mutation", choices=sorted(MUTATIONS), help="run a deliberately broken variant")
     p.add_argument("--schedule-steps", type=int, default=400, help="transitions per schedule before draining")
-    p.add_argument("--full-checks", action="store_true", help="re-evaluate every property on every state (slow)")
-    p.add_argument("--disable", default="", help=f"comma-separated properties to skip, of {', '.join(PROPERTIES)}")
+    p.add_argument("--full-checks", action="store_true",
+                   help="re-evaluate every property on every state (slow)")
+    p.add_argument("--disable", default="",
+                   help=f"comma-separated properties to skip, of {', '.join(PROPERTIES)}")
     p.add_argument("--replay", type=int, metavar="SCHEDULE_SEED", help="run one schedule and print its trace")
     p.add_argument("--stop", action="store_true", help="stop at the first violation")
     return p
@@ -61,7 +63,8 @@ def _print_violation(result, args: argparse.Namespace, twin: str) -> None:
     print("last transitions:")
     for line in result.trace[-25:]:
         print(f"  {line}")
-    print(f"replay: python -m timely.verify --replay {result.seed}{flags} --schedule-steps {args.schedule_steps}")
+    print(f"replay: python -m timely.verify --replay {result.seed}{flags} "
+          f"--schedule-steps {args.schedule_steps}")
 
 
 def main(argv: Optional[list] = None) -> int:

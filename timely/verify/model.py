@@ -671,7 +671,7 @@ class Model:
         self.joins_started += 1
         join = self.join = SimpleNamespace(joiner=j, existing=existing, pending=list(existing),
                                            server=rng.choice(existing), kafka=self.net.kafka,
-                                           snapshots={}, done_sent=False)
+                                           snapshots={}, state_last={})
         net = self.net
         if net.kafka:
             # the joining process subscribes to every worker's latest snapshot and tail

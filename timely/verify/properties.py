@@ -25,7 +25,9 @@ Seed 002's invariants, on the model's configurations (``timely.verify.model``):
   joiner's bad bootstrap) to the transition that caused it.
 - ``implementation``: the real code raised (``ProgressSequenceError`` ...).
 - ``final`` (end of a schedule, after draining every queue): every installed worker's
-  glob equals rec and its frontiers the implied frontiers of rec.
+  glob equals rec and its frontiers the implied frontiers of rec;
+- ``liveness``: draining finishes (every join completes, every queue empties) in a
+  bounded number of rounds — it fails when the real code stopped a joiner.
 
 Checks are incremental: the model logs what each transition changed (a glob, a new
 pointstamp in rec, a sent batch, a propagation, an installed joiner) and only the
@@ -57,7 +59,7 @@ from .order import fmt as _fmt
 __all__ = ["Violation", "Checker", "PROPERTIES"]
 
 PROPERTIES = ("exchange_safe", "glob_lemma", "combined_safe", "convergence", "accounting",
-              "implementation", "final")
+              "implementation", "final", "liveness")
 
 
 class Violation(AssertionError):
@@ -84,7 +86,7 @@ class Checker:
             raise ValueError(f"unknown properties {sorted(unknown)}: choose from {PROPERTIES}")
         self.disabled = frozenset(disabled)
         for name in disabled:
-            if name not in ("implementation", "final"):
+            if name not in ("implementation", "final", "liveness"):
                 setattr(self, name, _skip)
         self.evaluations: Counter = Counter()   # atomic property evaluations, per property
         self.states = 0
@@ -310,7 +312,8 @@ class Checker:
                 total[p] += d
         total = +total if all(v >= 0 for v in total.values()) else total
         if {k: v for k, v in total.items() if v} != df.rec:
-            raise AssertionError(f"model error: channel {ch}: rec {df.rec} != announced + temps {dict(total)}")
+            raise AssertionError(f"model error: channel {ch}: rec {df.rec} != "
+                                 f"announced + temps {dict(total)}")
 
     def final(self) -> None:
         """After draining: every installed worker's glob is rec, its frontiers rec's."""

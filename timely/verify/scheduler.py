@@ -93,7 +93,8 @@ class Report:
                  f"schedules that ran to quiescence: {self.quiescent}",
                  "coverage: " + ", ".join(f"{k} {v}" for k, v in sorted(self.coverage.items())),
                  "transitions by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(self.by_kind.items())),
-                 "property evaluations: " + ", ".join(f"{k} {v}" for k, v in sorted(self.evaluations.items())),
+                 "property evaluations: " + ", ".join(f"{k} {v}"
+                                                      for k, v in sorted(self.evaluations.items())),
                  f"violations: {len(self.violations)}",
                  f"time: {self.seconds:.1f}s"]
         return "\n".join(lines)
@@ -190,7 +191,7 @@ def run_schedule(options: Options, seed: int, steps: int = 400, full_checks: boo
                 result.transitions += 1
         if drain:
             before = model.steps
-            _drain(model, take)
+            _drain(model, take, stuck_is_violation="liveness" not in checker.disabled)
             result.drain_transitions = model.steps - before
             checker.final()
     except Violation as v:
@@ -208,7 +209,8 @@ def run_schedule(options: Options, seed: int, steps: int = 400, full_checks: boo
     return result
 
 
-def _drain(model: Model, take: Callable[[str, tuple], bool], limit: int = 2000) -> None:
+def _drain(model: Model, take: Callable[[str, tuple], bool], stuck_is_violation: bool = True,
+           limit: int = 2000) -> None:
     """No new operations: flush temps, finish the join, deliver everything, propagate."""
     for _ in range(limit):
         moved = False
@@ -226,13 +228,15 @@ def _drain(model: Model, take: Callable[[str, tuple], bool], limit: int = 2000) 
         if not moved:
             break
     else:
-        raise Violation("final", f"draining did not finish in {limit} rounds (join {model.join})")
+        if stuck_is_violation:
+            raise Violation("liveness", f"draining did not finish in {limit} rounds (join {model.join})")
     for w in model.workers:
         if w.installed:
             for scope in w.scopes:
                 take("propagate", (w.index, scope.channel))
-    if model.join is not None:
-        raise Violation("final", f"the join of worker {model.join.joiner} could not finish")
+    if model.join is not None and stuck_is_violation:
+        raise Violation("liveness", f"the join of worker {model.join.joiner} could not finish"
+                                    f"{': ' + repr(model.errors[0][1]) if model.errors else ''}")
 
 
 def explore(options: Options, seeds: list[int], steps: int, schedule_steps: int = 400,
