@@ -51,6 +51,7 @@ class Subscriber:
         self._lock = threading.Lock()
         self._pending: list[tuple[int, int, int]] = []   # (worker, lseq, offset) to start tailing
         self._expected: dict[str, tuple[int, int]] = {}  # topic -> (worker, next lseq)
+        self._next_offset: dict[str, int] = {}           # topic -> next offset to read
         self.records_read: dict[int, int] = {}
         self.snapshots_read: dict[int, int] = {}
         self.positions: dict[int, int] = {}              # worker -> next lseq
@@ -123,12 +124,16 @@ class Subscriber:
             pending, self._pending = self._pending, []
         if not pending:
             return
-        for worker, lseq, _ in pending:
-            self._expected[self.topics.log(worker)] = (worker, lseq)
+        for worker, lseq, offset in pending:
+            topic = self.topics.log(worker)
+            self._expected[topic] = (worker, lseq)
+            self._next_offset[topic] = offset
             self.positions[worker] = lseq
+        # A new assignment may reset the positions of partitions already assigned: put
+        # every one back where we are, or a join would re-read whole logs.
         self.consumer.assign([TopicPartition(t, 0) for t in self._expected])
-        for worker, _, offset in pending:
-            self.consumer.seek(TopicPartition(self.topics.log(worker), 0), offset)
+        for topic, offset in self._next_offset.items():
+            self.consumer.seek(TopicPartition(topic, 0), offset)
 
     def _run(self) -> None:
         from kafka.errors import KafkaError
@@ -145,6 +150,7 @@ class Subscriber:
                 for tp, records in self.consumer.poll(timeout_ms=20).items():
                     worker, expected = self._expected[tp.topic]
                     for record in records:
+                        self._next_offset[tp.topic] = record.offset + 1
                         lseq, channel, seq, updates = unpack(record.value)
                         if lseq < expected:
                             continue            # a duplicate: already delivered
