@@ -14,9 +14,10 @@ Protects:
 """
 from __future__ import annotations
 
-import threading
 
 import pytest
+
+from bounded import bounded, execute_bounded  # noqa: E402
 
 import timely
 from timely import CapabilityError, Config, ConfigError, Exchange, Pipeline
@@ -24,28 +25,8 @@ from timely import CapabilityError, Config, ConfigError, Exchange, Pipeline
 WORKERS = (1, 3)
 
 
-def bounded(fn, timeout: float = 30.0):
-    """Run ``fn()`` in a thread; fail if it does not return in time; re-raise its error."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            box["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        pytest.fail(f"did not return within {timeout} s (hang)")
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
-def execute_bounded(config, build, timeout: float = 30.0):
-    return bounded(lambda: timely.execute(config, build), timeout)
 
 
 @pytest.fixture

@@ -13,10 +13,11 @@ stuck suite.
 """
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
+
+from bounded import execute_bounded  # noqa: E402
 
 import timely
 from timely import CapabilityError, Exchange, Pipeline
@@ -25,24 +26,6 @@ WORKERS = (1, 3)
 
 
 # ---- helpers ----------------------------------------------------------------------------
-def execute_bounded(config, build, timeout: float = 30.0):
-    """``timely.execute(config, build)`` in a thread; fail if it does not return in time."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = timely.execute(config, build)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            box["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        pytest.fail(f"timely.execute did not return within {timeout} s (hang)")
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def feed(worker, handle, probe, epochs):

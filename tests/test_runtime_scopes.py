@@ -15,12 +15,11 @@ Protects:
 """
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
 
-import timely
+from bounded import execute_bounded
 from timely import CapabilityError, Exchange, Pipeline
 from timely.progress.timestamp import less_equal, less_than
 
@@ -28,24 +27,6 @@ WORKERS = (1, 3)
 
 
 # ---- helpers ----------------------------------------------------------------------------
-def execute_bounded(config, build, timeout: float = 30.0):
-    """``timely.execute(config, build)`` in a thread; fail if it does not return in time."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = timely.execute(config, build)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            box["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        pytest.fail(f"timely.execute did not return within {timeout} s (hang)")
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def notify_logic(log, pass_through=True):

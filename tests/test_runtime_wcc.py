@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 
 import networkx as nx
 import pytest
+
+from bounded import execute_bounded  # noqa: E402
 
 import timely
 
@@ -23,24 +24,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from wcc import merge, random_batches, run  # noqa: E402
 
 
-def execute_bounded(config, build, timeout: float = 60.0):
-    """``timely.execute(config, build)`` in a thread; fail if it does not return in time."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = timely.execute(config, build)
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            box["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        pytest.fail(f"timely.execute did not return within {timeout} s (hang)")
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def expected_components(batches):
