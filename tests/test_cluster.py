@@ -15,8 +15,10 @@ import re
 import socket
 import sys
 import time
+import uuid
 
 import networkx as nx
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
@@ -54,13 +56,24 @@ def wait_for_line(proc, pattern, timeout=20.0):
     raise AssertionError(f"{proc.label} never printed /{pattern}/:\n{proc.output()}")
 
 
-def hello_cluster(rounds, delay, **kw):
+@pytest.fixture(params=["p2p", "kafka"])
+def mode(request):
+    """The progress mode: the arguments every process of a test cluster gets."""
+    if request.param == "p2p":
+        return []
+    broker = request.getfixturevalue("tansu")
+    return ["--progress-mode", "kafka", "--kafka-bootstrap", broker.bootstrap,
+            "--kafka-prefix", f"c{uuid.uuid4().hex[:10]}"]
+
+
+def hello_cluster(rounds, delay, mode=(), **kw):
     return LocalCluster(HELLO, slots=kw.pop("slots", 3), workers=kw.pop("workers", 1),
-                        extra=["--rounds", str(rounds), "--delay", str(delay), "--timeout", "8"], **kw)
+                        extra=["--rounds", str(rounds), "--delay", str(delay), "--timeout", "8", *mode],
+                        **kw)
 
 
-def test_two_processes_route_like_one_cluster_of_two_workers():
-    with hello_cluster(rounds=10, delay=0.0, slots=2) as cluster:
+def test_two_processes_route_like_one_cluster_of_two_workers(mode):
+    with hello_cluster(rounds=10, delay=0.0, slots=2, mode=mode) as cluster:
         cluster.start(2)
         assert cluster.wait(60) == [0, 0], [p.output() for p in cluster.processes]
         seen = seen_by_worker(cluster)
@@ -68,9 +81,9 @@ def test_two_processes_route_like_one_cluster_of_two_workers():
     assert seen == {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
 
 
-def run_wcc_cluster(tmp_path, processes, workers, join=None, epochs=6):
+def run_wcc_cluster(tmp_path, processes, workers, join=None, epochs=6, mode=()):
     args = ["--vertices", "60", "--edges", "30", "--epochs", str(epochs), "--seed", "3",
-            "--timeout", "8", "--output", str(tmp_path / "labels-{process}.json")]
+            "--timeout", "8", "--output", str(tmp_path / "labels-{process}.json"), *mode]
     if join:
         args += ["--epoch-delay", "0.25"]
     with LocalCluster(WCC, slots=processes + (1 if join else 0), workers=workers, extra=args) as cluster:
@@ -97,12 +110,12 @@ def expected_wcc(epochs):
     return expected
 
 
-def test_wcc_on_two_processes_matches_networkx(tmp_path):
-    assert run_wcc_cluster(tmp_path, processes=2, workers=2) == expected_wcc(6)
+def test_wcc_on_two_processes_matches_networkx(tmp_path, mode):
+    assert run_wcc_cluster(tmp_path, processes=2, workers=2, mode=mode) == expected_wcc(6)
 
 
-def test_join_mid_run_delivers_every_record_exactly_once():
-    with hello_cluster(rounds=14, delay=0.25) as cluster:
+def test_join_mid_run_delivers_every_record_exactly_once(mode):
+    with hello_cluster(rounds=14, delay=0.25, mode=mode) as cluster:
         cluster.start(2)
         wait_for_line(cluster.processes[0], r"seen 2$")
         cluster.join(original=2, bootstrap=0)
@@ -120,8 +133,8 @@ def test_join_mid_run_delivers_every_record_exactly_once():
     assert all(x % 3 == w for w, xs in seen.items() for x in xs if x > joined_at)
 
 
-def test_two_joins_in_a_row():
-    with hello_cluster(rounds=24, delay=0.2, slots=4) as cluster:
+def test_two_joins_in_a_row(mode):
+    with hello_cluster(rounds=24, delay=0.2, slots=4, mode=mode) as cluster:
         cluster.start(2)
         wait_for_line(cluster.processes[0], r"seen 2$")
         cluster.join(original=2, bootstrap=0)
@@ -135,12 +148,12 @@ def test_two_joins_in_a_row():
     assert seen.get(3) and all(x % 4 == 3 for x in seen[3]), log
 
 
-def test_join_during_iterative_wcc(tmp_path):
-    assert run_wcc_cluster(tmp_path, processes=2, workers=2, join=0.9, epochs=8) == expected_wcc(8)
+def test_join_during_iterative_wcc(tmp_path, mode):
+    assert run_wcc_cluster(tmp_path, processes=2, workers=2, join=0.9, epochs=8, mode=mode) == expected_wcc(8)
 
 
-def test_joiner_killed_mid_bootstrap_leaves_cluster_correct():
-    with hello_cluster(rounds=14, delay=0.2) as cluster:
+def test_joiner_killed_mid_bootstrap_leaves_cluster_correct(mode):
+    with hello_cluster(rounds=14, delay=0.2, mode=mode) as cluster:
         cluster.start(2)
         wait_for_line(cluster.processes[0], r"seen 2$")
         cluster.env["TIMELY_FAULT_BOOTSTRAP_STALL"] = "30"
@@ -158,8 +171,8 @@ def test_joiner_killed_mid_bootstrap_leaves_cluster_correct():
     assert 2 not in seen
 
 
-def test_peer_killed_mid_run_stops_the_others_with_its_name():
-    with hello_cluster(rounds=200, delay=0.05, slots=2) as cluster:
+def test_peer_killed_mid_run_stops_the_others_with_its_name(mode):
+    with hello_cluster(rounds=200, delay=0.05, slots=2, mode=mode) as cluster:
         p0, p1 = cluster.start(2)
         wait_for_line(p0, r"seen 4$")
         cluster.kill(p1)

@@ -204,6 +204,9 @@ def run_kafka_client(worker: Any) -> float:
     progress state, and the tail (already queued) continues it."""
     from broker import fold
     started = time.perf_counter()
+    stall = float(os.environ.get("TIMELY_FAULT_BOOTSTRAP_STALL", "0") or 0)
+    if stall:
+        time.sleep(stall)
     snapshots = worker.allocator.hub.kafka.snapshots
     states: dict[int, tuple[dict, dict]] = {}
     for source, snapshot in snapshots.items():
