@@ -41,8 +41,11 @@ def main(argv):
             report = {"bootstrap_s": worker.bootstrap_seconds, "bootstrapped_at": bootstrapped,
                       "at": time.time()}
             if hub.kafka is not None:
-                report["records_read"] = sum(hub.kafka.subscriber.records_read.values())
-                report["snapshots_read"] = sum(hub.kafka.subscriber.snapshots_read.values())
+                subscriber = hub.kafka.subscriber
+                report["records_read"] = sum(subscriber.records_read.values())
+                report["snapshots_read"] = sum(subscriber.snapshots_read.values())
+                report["records_by_worker"] = {str(w): n for w, n in subscriber.records_read.items()}
+                report["snapshots_by_worker"] = {str(w): n for w, n in subscriber.snapshots_read.items()}
             else:
                 report["state_entries"] = worker.progress_state_size()["state_entries"]
             sys.stdout.write("joined " + json.dumps(report) + "\n")

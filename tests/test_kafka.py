@@ -284,29 +284,30 @@ def test_broker_that_comes_back_empty_stops_with_a_clear_error(prefix):
 # ---- clusters in Kafka mode ------------------------------------------------------------------
 def test_join_in_kafka_mode_reads_one_snapshot_and_the_tail_after_10000_epochs(tansu, prefix, tmp_path):
     go = tmp_path / "go"
-    job = os.path.join(ROOT, "tests", "jobs", "kafka_history.py")
-    extra = ["--epochs", "10500", "--go", str(go), "--timeout", "20", "--progress-mode", "kafka",
+    job = os.path.join(ROOT, "benchmarks", "_history_job.py")
+    extra = ["--history", "10500", "--go", str(go), "--timeout", "20", "--progress-mode", "kafka",
              "--kafka-bootstrap", tansu.bootstrap, "--kafka-prefix", prefix, "--kafka-snapshot-interval", "500"]
     with LocalCluster(job, slots=3, workers=1, extra=extra) as cluster:
         p0, _ = cluster.start(2)
         deadline = time.monotonic() + 240
-        while not any("history written" in line for _, line in p0.lines):
+        while not any(line.startswith("history ") for _, line in p0.lines):
             assert time.monotonic() < deadline and p0.popen.poll() is None, p0.output()
             time.sleep(0.1)
         joiner = cluster.join(original=2, bootstrap=0)
-        while not any("finished joining" in line for _, line in joiner.lines):
+        while not any(line.startswith("joined ") for _, line in joiner.lines):
             assert time.monotonic() < deadline and joiner.popen.poll() is None, joiner.output()
             time.sleep(0.05)
         go.touch()
         codes = cluster.wait(120)
         assert codes == [0, 0, 0], "\n".join(cluster.interleaved())
-        line = next(line for _, line in joiner.lines if line.startswith("joiner read "))
-    read = json.loads(line[len("joiner read "):])
-    assert read["frontier_done"]
-    assert {int(w): n for w, n in read["snapshots"].items()} == {0: 1}   # worker 1's log is short
-    records = {int(w): n for w, n in read["records"].items()}
-    assert records[0] <= 500 + 50, records       # the tail after the latest snapshot, not 10,500
-    assert records[1] <= 20, records
+        line = next(line for _, line in joiner.lines if line.startswith("joined "))
+    read = json.loads(line[len("joined "):])     # printed once its view of progress is current
+    snapshots = {int(w): n for w, n in read["snapshots_by_worker"].items()}
+    records = {int(w): n for w, n in read["records_by_worker"].items()}
+    assert snapshots.get(0) == 1, snapshots          # worker 0's 10,500 records are compacted
+    for worker in (0, 1):                            # per log: at most one snapshot + its tail
+        assert snapshots.get(worker, 0) <= 1, snapshots
+        assert records.get(worker, 0) <= 500 + 50, records
 
 
 @pytest.mark.parametrize("bootstrap", [0, 1])
