@@ -10,7 +10,6 @@ while it runs; from then on the numbers are spread over the larger cluster:
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import time
@@ -46,9 +45,7 @@ def hello(worker, rounds: int, delay: float, out=print):
 
 
 def main(argv):
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    for name in ("timely", "broker"):
-        logging.getLogger(name).setLevel(logging.INFO)
+    timely.config.log_to_stderr()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between rounds")

@@ -11,7 +11,6 @@ the smallest label each vertex reached is its component: the least vertex id in 
 from __future__ import annotations
 
 import argparse
-import logging
 import json
 import os
 import random
@@ -157,9 +156,7 @@ def merge(captures):
 
 
 def main(argv):
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    for name in ("timely", "broker"):
-        logging.getLogger(name).setLevel(logging.INFO)
+    timely.config.log_to_stderr()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--vertices", type=int, default=200)
     parser.add_argument("--edges", type=int, default=150)

@@ -9,7 +9,6 @@ Counter per epoch, and each epoch's counts are emitted once the frontier passes 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import random
 import sys
@@ -80,9 +79,7 @@ def merge(captures):
 
 
 def main(argv):
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    for name in ("timely", "broker"):
-        logging.getLogger(name).setLevel(logging.INFO)
+    timely.config.log_to_stderr()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)  # -h is the hostfile
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--words-per-line", type=int, default=10)

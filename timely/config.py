@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import tomllib
 from typing import Any, Optional, Sequence
@@ -198,3 +199,11 @@ def read_hostfile(path: str) -> list[str]:
         if not sep or not host or not port.isdigit():
             raise ConfigError(f"hostfile {path!r}: {line!r} is not host:port")
     return lines
+
+
+def log_to_stderr(level: int = logging.INFO) -> None:
+    """For programs (not the library): show timely's and broker's log lines (joins,
+    bootstrap, refused connections) at ``level``, and other libraries' warnings."""
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    for name in ("timely", "broker"):
+        logging.getLogger(name).setLevel(level)
