@@ -136,6 +136,7 @@ class ProgressLog:
         self._fold: dict[int, dict] = {w: {} for w in self.workers}   # channel -> [last seq, {key: total}]
         self._first_offset: dict[int, Optional[int]] = {w: None for w in self.workers}
         self._last_offset: dict[int, int] = {}
+        self._snapshot_covers: dict[int, int] = {}   # worker -> log offset its indexed snapshot reaches
         self.can_delete = True
         self.records = 0
         self.bytes = 0
@@ -174,7 +175,8 @@ class ProgressLog:
             self._first_offset[worker] = md.offset
 
     def trim(self, subscribers: Iterable[str]) -> int:
-        """Delete log records every subscriber has read, where the broker supports it.
+        """Delete log records every subscriber has read and the latest indexed snapshot
+        covers (a joiner starts there), where the broker supports it.
 
         Returns the number of logs trimmed; 0 (and never again) on a broker without
         ``delete_records``, such as the in-memory test broker."""
@@ -194,6 +196,9 @@ class ProgressLog:
                 off = found.get(tp)
                 low = off.offset if off is not None else 0
                 positions[tp] = min(positions.get(tp, low), low)
+        for w in self.workers:
+            tp = TopicPartition(self.topics.log(w), 0)
+            positions[tp] = min(positions.get(tp, 0), self._snapshot_covers.get(w, 0))
         wanted = {tp: off for tp, off in positions.items() if off > 0}
         if not wanted:
             return 0
@@ -229,6 +234,7 @@ class ProgressLog:
                 self.admin.alter_group_offsets(self.topics.snapshot_index(worker), {
                     TopicPartition(self.topics.snapshots, 0): OffsetAndMetadata(record_md.offset, None, -1)})
                 self.snapshots_written += 1
+                self._snapshot_covers[worker] = max(self._snapshot_covers.get(worker, 0), offset_after)
             except Exception as e:  # noqa: BLE001 - the previous snapshot stays valid
                 log.warning("could not index the snapshot of worker %d: %s", worker, e)
 

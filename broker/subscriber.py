@@ -7,7 +7,8 @@ sequence number (lseq): a record below the expected lseq is a duplicate and skip
 record above it means records were lost and stops everything with ``BrokerLostError``.
 Records are handed to ``deliver(worker, channel, seq, updates)`` in log order from one
 thread. Positions are committed to ``{prefix}.sub.{name}`` every ``commit_every``
-records, so the writer can trim what every subscriber has read.
+records (or every second while records arrive), so the writer can trim what every
+subscriber has read.
 
 Costs: O(updates) per record; ``add`` from a snapshot O(snapshot size + one fetch).
 """
@@ -60,6 +61,7 @@ class Subscriber:
         self._admin_client = None
         self._reader = None
         self._since_commit = 0
+        self._committed_at = time.monotonic()
 
     # ---- subscribing --------------------------------------------------------------------
     def _admin(self):
@@ -164,7 +166,8 @@ class Subscriber:
                     self._expected[tp.topic] = (worker, expected)
                     self.positions[worker] = expected
                     self._since_commit += len(records)
-                if self._since_commit >= self.commit_every:
+                if self._since_commit >= self.commit_every or (
+                        self._since_commit and time.monotonic() - self._committed_at > 1.0):
                     self._commit()
             if self._expected:
                 self._commit()
@@ -177,6 +180,7 @@ class Subscriber:
         from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
         self._since_commit = 0
+        self._committed_at = time.monotonic()
         offsets = {}
         for topic in self._expected:
             tp = TopicPartition(topic, 0)

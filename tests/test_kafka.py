@@ -140,7 +140,7 @@ def test_bad_kafka_settings_are_refused():
 
 
 def test_trim_detects_a_broker_without_delete_records(tansu, prefix):
-    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=0)
+    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=5)
     got = []
     sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="c", on_error=lambda e: None, commit_every=1)
     sub.add(0)
@@ -148,11 +148,20 @@ def test_trim_detects_a_broker_without_delete_records(tansu, prefix):
     for seq in range(20):
         log.append(0, 1, seq, [(("k", seq), 1)])
     log.flush()
-    assert wait_until(lambda: len(got) == 20)
+    assert wait_until(lambda: len(got) == 20 and log.snapshots_written >= 4)
     sub.stop()
     assert log.trim(["c"]) == 0 and log.can_delete is False   # Tansu has no delete_records
     log.append(0, 1, 20, [(("k", 20), 1)])                    # and the log carries on
     log.close()
+
+
+def test_the_runtime_trims_logs_where_it_can_and_carries_on_where_it_cannot(tansu, prefix, caplog):
+    lines = wordcount.synthetic_lines(400, 5, 50)
+    config = kafka_config(tansu, prefix, workers=2, kafka_snapshot_interval=10, kafka_trim_interval=0.2)
+    with caplog.at_level("INFO", logger="broker"):
+        totals = wordcount.merge(timely.execute(config, lambda w: wordcount.run(w, lines, 100)))
+    assert sum(totals.values(), Counter()) == Counter(w for line in lines for w in line.split())
+    assert any("cannot delete records" in r.getMessage() for r in caplog.records), caplog.text
 
 
 def test_cli_shows_lengths_snapshots_and_positions(tansu, prefix):

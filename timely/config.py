@@ -42,6 +42,7 @@ class Config:
     kafka_bootstrap: Optional[str] = None
     kafka_prefix: str = "timely"          # topic names: several clusters can share a broker
     kafka_snapshot_interval: int = 1000   # a snapshot per worker log every N batches
+    kafka_trim_interval: float = 10.0     # seconds between deletions of records all have read
     kafka_options: dict = dataclasses.field(default_factory=dict)  # passed to kafka-python
     check_progress: bool = False          # assert progress accounting after every step
     timeout: float = 30.0                 # seconds a peer may stay silent before fail-stop

@@ -14,6 +14,7 @@ RescaleMessage arrives.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Optional
 
 from broker import BrokerError, ProgressLog, Subscriber
@@ -53,6 +54,19 @@ class KafkaProgress:
         for w in cluster_workers:
             self.snapshots[w] = self.subscriber.add(w, from_snapshot=joining and w not in local_workers)
         self.subscriber.start()
+        self._stop = threading.Event()
+        self._trimmer = threading.Thread(target=self._trim_loop, daemon=True, name="timely-kafka-trim")
+        self._trimmer.start()
+
+    def _trim_loop(self) -> None:
+        """Delete what every current subscriber has read (where the broker can)."""
+        while not self._stop.wait(self.config.kafka_trim_interval):
+            processes = getattr(self.hub, "processes", 1)
+            try:
+                if self.log.trim([f"p{p}" for p in range(processes)]) == 0 and not self.log.can_delete:
+                    return
+            except BrokerError as e:
+                log.warning("trimming the progress logs: %s", e)
 
     def _deliver(self, worker: int, channel: int, seq: int, updates: Any) -> None:
         hub = self.hub
@@ -83,6 +97,7 @@ class KafkaProgress:
                 self.snapshots[w] = self.subscriber.add(w, from_snapshot=False)
 
     def close(self) -> None:
+        self._stop.set()
         self.subscriber.stop()
         try:
             self.log.close()
