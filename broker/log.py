@@ -124,6 +124,8 @@ class ProgressLog:
         self.admin = connect_admin(bootstrap, options)
         self.workers = list(workers)
         ensure_topics(self.admin, [self.topics.log(w) for w in self.workers] + [self.topics.snapshots])
+        self._topic_ids: dict[str, str] = {}
+        self.verify()                       # remember the ids of the logs as created
         try:
             self.producer = KafkaProducer(
                 **client_options(bootstrap, options), acks="all", linger_ms=0, retries=2**31 - 1,
@@ -137,6 +139,7 @@ class ProgressLog:
         self._first_offset: dict[int, Optional[int]] = {w: None for w in self.workers}
         self._last_offset: dict[int, int] = {}
         self._snapshot_covers: dict[int, int] = {}   # worker -> log offset its indexed snapshot reaches
+        self._topic_ids: dict[str, str] = {}
         self.can_delete = True
         self.records = 0
         self.bytes = 0
@@ -151,7 +154,7 @@ class ProgressLog:
             lseq = self._lseq[worker]
             self._lseq[worker] = lseq + 1
             value = pack((lseq, channel, seq, updates))
-            future = self.producer.send(self.topics.log(worker), value=value)
+            future = self.producer.send(self.topics.log(worker), value=value, partition=0)
             self.records += 1
             self.bytes += len(value)
             per_channel = self._fold[worker].setdefault(channel, [-1, {}])
@@ -173,6 +176,22 @@ class ProgressLog:
         self._last_offset[worker] = md.offset
         if lseq == 0:
             self._first_offset[worker] = md.offset
+
+    def verify(self) -> None:
+        """Raise BrokerLostError if one of our logs disappeared or was recreated (a
+        broker that came back empty gives its topics new ids). A broker that does not
+        answer raises the client's error instead: a stall, not a loss."""
+        names = [self.topics.log(w) for w in self.workers]
+        found = {t["name"]: t for t in self.admin.describe_topics(names)}
+        for name in names:
+            topic = found.get(name)
+            if topic is None or topic.get("error_code") or topic.get("topic_id") is None:
+                raise BrokerLostError(f"the progress log {name} is gone from the broker at "
+                                      f"{self.bootstrap} (did it come back empty?)")
+            known = self._topic_ids.setdefault(name, topic["topic_id"])
+            if topic["topic_id"] != known:
+                raise BrokerLostError(f"the progress log {name} at {self.bootstrap} was recreated: "
+                                      f"the broker lost its records (did it come back empty?)")
 
     def trim(self, subscribers: Iterable[str]) -> int:
         """Delete log records every subscriber has read and the latest indexed snapshot
@@ -241,7 +260,7 @@ class ProgressLog:
         def covered(md: Any) -> None:
             # md: the last record of the prefix; the snapshot covers offsets [.., md.offset]
             value = pack((worker, lseq, md.offset + 1, channels))
-            self.producer.send(self.topics.snapshots, key=str(worker).encode(), value=value) \
+            self.producer.send(self.topics.snapshots, key=str(worker).encode(), value=value, partition=0) \
                 .add_callback(lambda rmd: written(rmd, md.offset + 1)).add_errback(self._failed)
         last_future.add_callback(covered)
 

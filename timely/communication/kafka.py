@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Optional
 
-from broker import BrokerError, ProgressLog, Subscriber
+from broker import BrokerError, BrokerLostError, ProgressLog, Subscriber
 
 log = logging.getLogger("timely.kafka")
 
@@ -59,14 +60,29 @@ class KafkaProgress:
         self._trimmer.start()
 
     def _trim_loop(self) -> None:
-        """Delete what every current subscriber has read (where the broker can)."""
-        while not self._stop.wait(self.config.kafka_trim_interval):
-            processes = getattr(self.hub, "processes", 1)
+        """Twice a second, check that our logs are still the ones we wrote (a broker
+        that came back empty must stop the computation, not stall it); every
+        ``kafka_trim_interval`` seconds, delete what every subscriber has read (where the
+        broker can)."""
+        from kafka.errors import KafkaError
+        next_trim = time.monotonic() + self.config.kafka_trim_interval
+        trimming = True
+        while not self._stop.wait(0.5):
             try:
-                if self.log.trim([f"p{p}" for p in range(processes)]) == 0 and not self.log.can_delete:
-                    return
-            except BrokerError as e:
-                log.warning("trimming the progress logs: %s", e)
+                self.log.verify()
+            except BrokerLostError as e:
+                self._error(e)
+                return
+            except (KafkaError, BrokerError, OSError):
+                continue                    # no answer: a stall, which resumes by itself
+            if trimming and time.monotonic() >= next_trim:
+                next_trim = time.monotonic() + self.config.kafka_trim_interval
+                processes = getattr(self.hub, "processes", 1)
+                try:
+                    if self.log.trim([f"p{p}" for p in range(processes)]) == 0 and not self.log.can_delete:
+                        trimming = False
+                except (KafkaError, BrokerError) as e:
+                    log.warning("trimming the progress logs: %s", e)
 
     def _deliver(self, worker: int, channel: int, seq: int, updates: Any) -> None:
         hub = self.hub
