@@ -115,7 +115,7 @@ def test_wcc_on_two_processes_matches_networkx(tmp_path, mode):
 
 
 def test_join_mid_run_delivers_every_record_exactly_once(mode):
-    with hello_cluster(rounds=14, delay=0.25, mode=mode) as cluster:
+    with hello_cluster(rounds=24, delay=0.25, mode=mode) as cluster:
         cluster.start(2)
         wait_for_line(cluster.processes[0], r"seen 2$")
         cluster.join(original=2, bootstrap=0)
@@ -123,7 +123,7 @@ def test_join_mid_run_delivers_every_record_exactly_once(mode):
         log = "\n".join(cluster.interleaved())
         assert codes == [0, 0, 0], log
         seen = seen_by_worker(cluster)
-    assert all_seen(seen) == list(range(14)), log
+    assert all_seen(seen) == list(range(24)), log
     assert seen.get(2), f"the joiner saw nothing:\n{log}"
     for worker, xs in seen.items():
         for x in xs:      # routed by hash % 2 before the join, % 3 after
@@ -134,7 +134,7 @@ def test_join_mid_run_delivers_every_record_exactly_once(mode):
 
 
 def test_two_joins_in_a_row(mode):
-    with hello_cluster(rounds=24, delay=0.2, slots=4, mode=mode) as cluster:
+    with hello_cluster(rounds=36, delay=0.2, slots=4, mode=mode) as cluster:
         cluster.start(2)
         wait_for_line(cluster.processes[0], r"seen 2$")
         cluster.join(original=2, bootstrap=0)
@@ -144,7 +144,7 @@ def test_two_joins_in_a_row(mode):
         log = "\n".join(cluster.interleaved())
         assert codes == [0, 0, 0, 0], log
         seen = seen_by_worker(cluster)
-    assert all_seen(seen) == list(range(24)), log
+    assert all_seen(seen) == list(range(36)), log
     assert seen.get(3) and all(x % 4 == 3 for x in seen[3]), log
 
 
@@ -153,7 +153,7 @@ def test_join_during_iterative_wcc(tmp_path, mode):
 
 
 def test_joiner_killed_mid_bootstrap_leaves_cluster_correct(mode):
-    with hello_cluster(rounds=14, delay=0.2, mode=mode) as cluster:
+    with hello_cluster(rounds=24, delay=0.2, mode=mode) as cluster:
         cluster.start(2)
         wait_for_line(cluster.processes[0], r"seen 2$")
         cluster.env["TIMELY_FAULT_BOOTSTRAP_STALL"] = "30"
@@ -167,7 +167,7 @@ def test_joiner_killed_mid_bootstrap_leaves_cluster_correct(mode):
         assert codes == [0, 0], log
         assert "lost before it finished joining" in log
         seen = seen_by_worker(cluster)
-    assert all_seen(seen) == list(range(14)), log
+    assert all_seen(seen) == list(range(24)), log
     assert 2 not in seen
 
 
@@ -183,7 +183,7 @@ def test_peer_killed_mid_run_stops_the_others_with_its_name(mode):
 
 
 def test_joiner_with_wrong_secret_is_refused():
-    with hello_cluster(rounds=12, delay=0.15) as cluster:
+    with hello_cluster(rounds=20, delay=0.15) as cluster:
         cluster.start(2)
         wait_for_line(cluster.processes[0], r"seen 2$")
         intruder = cluster.join(original=2, bootstrap=0, secret="not-the-secret")
@@ -194,7 +194,7 @@ def test_joiner_with_wrong_secret_is_refused():
         assert "refused" in intruder.output(), intruder.output()
         assert "refused a connection" in log
         seen = seen_by_worker(cluster)
-    assert all_seen(seen) == list(range(12))
+    assert all_seen(seen) == list(range(20))
     assert 2 not in seen
 
 
