@@ -526,28 +526,7 @@ cdef class Tracker:
     # ---- conversions at the boundary ---------------------------------------------------
     cdef int _summary_into(self, object s, int64_t* out) except -1:
         """Store path summary ``s`` as d int64s, checked against the timestamp shape."""
-        cdef Py_ssize_t i
-        cdef int of = 0
-        if not self.tuple_mode:
-            if type(s) is not int:
-                raise TypeError(f"path summary {s!r} is not an int, but the scope's "
-                                f"timestamps are ints")
-            out[0] = PyLong_AsLongLongAndOverflow(s, &of)
-        else:
-            if type(s) is not tuple or PyTuple_GET_SIZE(s) != self.d:
-                raise TypeError(f"path summary {s!r} is not a tuple of {self.d} ints, as "
-                                f"the scope's timestamps are")
-            for i in range(self.d):
-                x = <object>PyTuple_GET_ITEM(s, i)
-                if type(x) is not int:
-                    raise TypeError(f"path summary {s!r} is not a tuple of {self.d} ints, "
-                                    f"as the scope's timestamps are")
-                out[i] = PyLong_AsLongLongAndOverflow(x, &of)
-                if of:
-                    break
-        if of:
-            raise OverflowError(f"path summary {s!r} does not fit in 64 bits")
-        return 0
+        return self._ints_into(s, out, "path summary")
 
     cdef Py_ssize_t _target_index(self, object node, object port) except -1:
         cdef Py_ssize_t n = node, p = port
@@ -569,27 +548,31 @@ cdef class Tracker:
 
     cdef int _time_in(self, object time, int64_t* out) except -1:
         """Store ``time`` as d int64s, raising TypeError/OverflowError when it cannot be."""
+        return self._ints_into(time, out, "timestamp")
+
+    cdef int _ints_into(self, object value, int64_t* out, str what) except -1:
+        """Store an int (or a tuple of d ints) as d int64s; ``what`` names it in errors."""
         cdef Py_ssize_t i
         cdef int of = 0
         cdef object x
         if not self.tuple_mode:
-            if not PyLong_Check(time):
-                raise TypeError(f"timestamp {time!r} is not an int, as the scope's are")
-            out[0] = PyLong_AsLongLongAndOverflow(time, &of)
+            if not PyLong_Check(value):
+                raise TypeError(f"{what} {value!r} is not an int, as the scope's timestamps are")
+            out[0] = PyLong_AsLongLongAndOverflow(value, &of)
         else:
-            if not PyTuple_Check(time) or PyTuple_GET_SIZE(time) != self.d:
-                raise TypeError(f"timestamp {time!r} is not a tuple of {self.d} ints, as "
-                                f"the scope's are")
+            if not PyTuple_Check(value) or PyTuple_GET_SIZE(value) != self.d:
+                raise TypeError(f"{what} {value!r} is not a tuple of {self.d} ints, as the "
+                                f"scope's timestamps are")
             for i in range(self.d):
-                x = <object>PyTuple_GET_ITEM(time, i)
+                x = <object>PyTuple_GET_ITEM(value, i)
                 if not PyLong_Check(x):
-                    raise TypeError(f"timestamp {time!r} is not a tuple of {self.d} ints, "
-                                    f"as the scope's are")
+                    raise TypeError(f"{what} {value!r} is not a tuple of {self.d} ints, as the "
+                                    f"scope's timestamps are")
                 out[i] = PyLong_AsLongLongAndOverflow(x, &of)
                 if of:
                     break
         if of:
-            raise OverflowError(f"timestamp {time!r} does not fit the compiled Tracker's "
+            raise OverflowError(f"{what} {value!r} does not fit the compiled Tracker's "
                                 f"64-bit coordinates (-2**63 .. TIME_MAX)")
         return 0
 

@@ -44,6 +44,15 @@ def test_execute_returns_build_results_by_worker_index(workers):
     assert results == [(i, workers) for i in range(workers)]
 
 
+def count_up_to_multiple(stream, sc, n):
+    """In iterative scope ``sc``: each record goes round the loop, +1 a round, until it is
+    a multiple of ``n``, and then leaves."""
+    loop_handle, loop = sc.loop_variable(1)
+    body = stream.enter(sc).concat(loop).exchange(lambda x: x)
+    body.filter(lambda x: x % n != 0).map(lambda x: x + 1).connect_loop(loop_handle)
+    return body.filter(lambda x: x % n == 0).leave()
+
+
 @pytest.mark.parametrize("workers", WORKERS)
 def test_a_closed_input_lets_execute_return(workers):
     def build(worker):
@@ -76,12 +85,7 @@ def test_a_closed_input_lets_execute_return_with_an_iterative_scope(workers):
         def dataflow(scope):
             handle, stream = scope.new_input()
 
-            def inner(sc):
-                loop_handle, loop = sc.loop_variable(1)
-                body = stream.enter(sc).concat(loop).exchange(lambda x: x)
-                body.filter(lambda x: x % 7 != 0).map(lambda x: x + 1).connect_loop(loop_handle)
-                return body.filter(lambda x: x % 7 == 0).leave()
-            out = scope.iterative(inner)
+            out = scope.iterative(lambda sc: count_up_to_multiple(stream, sc, 7))
             return handle, out.capture()
 
         handle, captured = worker.dataflow(dataflow)
@@ -292,12 +296,7 @@ def test_check_progress_mode_accepts_correct_dataflows(workers):
         def dataflow(scope):
             handle, stream = scope.new_input()
 
-            def inner(sc):
-                loop_handle, loop = sc.loop_variable(1)
-                body = stream.enter(sc).concat(loop).exchange(lambda x: x)
-                body.filter(lambda x: x % 5 != 0).map(lambda x: x + 1).connect_loop(loop_handle)
-                return body.filter(lambda x: x % 5 == 0).leave()
-            looped = scope.iterative(inner)
+            looped = scope.iterative(lambda sc: count_up_to_multiple(stream, sc, 5))
             out = scope.region(lambda r: looped.enter(r).map(lambda x: x).leave())
             return handle, out.capture(), out.probe()
 
