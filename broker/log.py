@@ -141,6 +141,7 @@ class ProgressLog:
         self._snapshot_covers: dict[int, int] = {}   # worker -> log offset its indexed snapshot reaches
         self._topic_ids: dict[str, str] = {}
         self.can_delete = True
+        self._probed = False                # delete_records support tried once
         self.records = 0
         self.bytes = 0
         self.snapshots_written = 0
@@ -220,14 +221,19 @@ class ProgressLog:
             positions[tp] = min(positions.get(tp, 0), self._snapshot_covers.get(w, 0))
         wanted = {tp: off for tp, off in positions.items() if off > 0}
         if not wanted:
-            return 0
+            if self._probed:
+                return 0
+            # Nothing to delete yet: find out now whether the broker could (deleting
+            # below offset 0 changes nothing where it is supported).
+            wanted = {TopicPartition(self.topics.log(self.workers[0]), 0): 0}
+        self._probed = True
         try:
             self.admin.delete_records(wanted)
         except Exception as e:  # noqa: BLE001 - feature detection
             self.can_delete = False
             log.info("broker at %s cannot delete records (%s): logs are kept whole", self.bootstrap, e)
             return 0
-        return len(wanted)
+        return sum(1 for off in wanted.values() if off > 0)
 
     def _failed(self, exc: BaseException) -> None:
         text = f"{type(exc).__name__}: {exc}"
