@@ -1,14 +1,22 @@
-"""WordCount: lines in, per-epoch word counts out, words exchanged by their value.
+"""WordCount: lines in, running word counts out, kept exact while the cluster grows.
 
-Worker 0 (or every worker, with --all-workers) reads synthetic lines epoch by epoch;
-words are routed to the worker that owns them, counted there with a C-implemented
-Counter per epoch, and each epoch's counts are emitted once the frontier passes it.
+Worker 0 (or every worker, with --all-workers) reads synthetic lines epoch by epoch.
+Each batch of lines becomes ``(word, n)`` pairs, and ``state_machine`` keeps each word's
+running count in Megaphone bins: a process that joins mid-run gets bins moved to it
+(``--rebalance auto``, by ``--migration batched|fluid|all-at-once``) and every count
+stays exact. The end of the run checks the counts against a plain ``Counter``.
 
     python examples/wordcount.py -w 2 [--lines 200000 --words-per-line 10 --vocabulary 10000]
+    python examples/wordcount.py -n 2 -p 0 -h hosts --epoch-delay 0.2 --output out-{process}.json
+    python examples/wordcount.py -n 2 -p 2 -h hosts -j 0 --nn 3 --output out-{process}.json
+
+``--exchange`` counts per epoch behind a plain ``Exchange`` instead (no migration:
+state splits when a process joins).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -22,7 +30,8 @@ from timely import Exchange  # noqa: E402
 
 
 def count_words(words):
-    """Per epoch: (word, count) for every word seen, once the epoch is complete."""
+    """Per epoch: (word, count) for every word seen, once the epoch is complete; words
+    routed by a plain Exchange (state does not follow a join)."""
     counts: dict = {}
 
     def logic(input, output, notificator):
@@ -38,22 +47,43 @@ def count_words(words):
     return words.unary_notify(Exchange(None), "Count", [], logic)
 
 
+def add(word, n, total):
+    """The fold: a word's running count, emitted each time it changes."""
+    total = n if total is None else total + n
+    return total, ((word, total),)
+
+
+def pairs(lines):
+    """A batch of lines as ``(word, n)`` pairs, counted within the batch (in C)."""
+    return list(Counter(w for line in lines for w in line.split()).items())
+
+
+def running_counts(lines, name="WordCount", bins=256):
+    """Running ``(word, count)`` updates over ``state_machine`` (migrates on joins)."""
+    return lines.map_batch(pairs).state_machine(add, name=name, bins=bins)
+
+
 def synthetic_lines(lines, words_per_line, vocabulary, seed=7):
     rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(vocabulary)]
     return [" ".join(rng.choices(vocab, k=words_per_line)) for _ in range(lines)]
 
 
-def run(worker, lines, epochs, all_workers=False):
-    """Feed ``lines`` over ``epochs`` epochs; returns this worker's captured counts."""
+def run(worker, lines, epochs, all_workers=False, exchange=False, epoch_delay=0.0, bins=256):
+    """Feed ``lines`` over ``epochs`` epochs; returns this worker's captured output."""
     def build(scope):
         source, stream = scope.new_input()
-        counted = count_words(stream.flat_map(str.split))
+        if exchange:
+            counted = count_words(stream.flat_map(str.split))
+        else:
+            counted = running_counts(stream, bins=bins)
         return source, counted.capture(), counted.probe()
 
     source, captured, probe = worker.dataflow(build)
+    if worker.bootstrap():      # a joined worker: no input of its own, it steps along
+        return captured
     if all_workers:
-        lines = lines[worker.index::worker.peers]
+        lines = lines[worker.index::worker.initial_peers]
     elif worker.index != 0:
         lines = []
     per_epoch = max(1, -(-len(lines) // epochs)) if lines else 0
@@ -63,19 +93,40 @@ def run(worker, lines, epochs, all_workers=False):
             source.send_batch(chunk[i:i + 1024])
             worker.step()
         source.advance_to(epoch + 1)
+        if epoch_delay:
+            deadline = clock.monotonic() + epoch_delay
+            worker.step_while(lambda: clock.monotonic() < deadline)
         worker.step_while(lambda: probe.less_than(source.time()))
     source.close()
     return captured
 
 
-def merge(captures):
-    total: dict = {}
-    for captured in captures:
-        for epoch, pairs in captured.by_time().items():
-            counter = total.setdefault(epoch, Counter())
-            for word, n in pairs:
-                counter[word] += n
-    return total
+def latest(batches, exchange=False):
+    """``{epoch: {word: count}}`` from captured batches: with running counts, the
+    largest total seen at each epoch; with per-epoch counts, their sum."""
+    out: dict = {}
+    for epoch, records in batches:
+        counts = out.setdefault(epoch, {})
+        for word, n in records:
+            if exchange:
+                counts[word] = counts.get(word, 0) + n
+            else:
+                counts[word] = max(counts.get(word, 0), n)
+    return out
+
+
+def expected_running(lines, epochs):
+    """``{epoch: {word: running count}}`` for the words seen in each epoch, from a
+    plain Counter (what the dataflow must produce, whatever the cluster did)."""
+    per_epoch = max(1, -(-len(lines) // epochs)) if lines else 0
+    total: Counter = Counter()
+    out = {}
+    for epoch in range(epochs):
+        seen = Counter(w for line in lines[epoch * per_epoch:(epoch + 1) * per_epoch] for w in line.split())
+        total.update(seen)
+        if seen:
+            out[epoch] = {w: total[w] for w in seen}
+    return out
 
 
 def main(argv):
@@ -85,19 +136,37 @@ def main(argv):
     parser.add_argument("--words-per-line", type=int, default=10)
     parser.add_argument("--vocabulary", type=int, default=10_000)
     parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--bins", type=int, default=256)
+    parser.add_argument("--epoch-delay", type=float, default=0.0, help="seconds each epoch stays open")
     parser.add_argument("--all-workers", action="store_true", help="every worker reads a share")
+    parser.add_argument("--exchange", action="store_true", help="per-epoch counts behind a plain Exchange")
+    parser.add_argument("--output", help="write this process's results (JSON); {process} is replaced")
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
     lines = synthetic_lines(args.lines, args.words_per_line, args.vocabulary)
     start = clock.perf_counter()
-    totals = merge(timely.execute(config, lambda w: run(w, lines, args.epochs, args.all_workers)))
+    captures = timely.execute(config, lambda w: run(w, lines, args.epochs, args.all_workers,
+                                                     args.exchange, args.epoch_delay, args.bins))
     elapsed = clock.perf_counter() - start
+    batches = [b for c in captures for b in c.batches]
+    if args.output:
+        with open(args.output.replace("{process}", str(config.process)), "w") as f:
+            json.dump(batches, f)
+    if config.cluster:
+        print(f"process {config.process}: {sum(len(rs) for _, rs in batches)} updates in {elapsed:.2f} s")
+        return
+    got = latest(batches, args.exchange)
+    for epoch in sorted(got):
+        top = sorted(got[epoch].items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+        print(f"epoch {epoch}: {len(got[epoch])} words updated; top {top}")
     words = args.lines * args.words_per_line
-    for epoch in sorted(totals):
-        top = totals[epoch].most_common(3)
-        print(f"epoch {epoch}: {sum(totals[epoch].values())} words, {len(totals[epoch])} distinct; top {top}")
     print(f"wordcount: {config.workers} workers, {words:,} words in {elapsed:.2f} s "
           f"({words / elapsed:,.0f} words/s)")
+    if not args.exchange:
+        exact = got == expected_running(lines, args.epochs)
+        print(f"running counts exact: {exact}")
+        if not exact:
+            raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 Precedence, lowest first: defaults, the TOML file (``--config FILE`` or
 ``TIMELY_CONFIG``), environment variables (``TIMELY_WORKERS``, ``TIMELY_PROCESSES``,
 ``TIMELY_PROCESS``, ``TIMELY_HOSTFILE``, ``TIMELY_PROGRESS_MODE``,
-``TIMELY_KAFKA_BOOTSTRAP``, ``TIMELY_KAFKA_PREFIX``, ``TIMELY_CLUSTER_SECRET`` for the
-secret), then command-line arguments, which use timely's flags:
+``TIMELY_KAFKA_BOOTSTRAP``, ``TIMELY_KAFKA_PREFIX``, ``TIMELY_REBALANCE``,
+``TIMELY_MIGRATION``, ``TIMELY_CLUSTER_SECRET`` for the secret), then command-line arguments, which use timely's flags:
 ``-w WORKERS -n PROCESSES -p INDEX -h HOSTFILE``. Wrong values raise ``ConfigError``
 naming the setting.
 
@@ -52,6 +52,8 @@ class Config:
     secret: Optional[str] = None
     rescaling: bool = True                # acceptor + progress accumulation for joiners
     state_log_every: int = 0              # log progress-state sizes every N steps (0: never)
+    rebalance: str = "auto"               # "auto": move bins to joined workers; "off": never
+    migration: str = "batched"            # "all-at-once" | "fluid" | "batched"
     extra: list[str] = dataclasses.field(default_factory=list)  # arguments not ours
 
     def validate(self) -> "Config":
@@ -69,6 +71,10 @@ class Config:
                 raise ConfigError(f"kafka_bootstrap {self.kafka_bootstrap!r} is not HOST:PORT")
             if self.kafka_snapshot_interval < 1:
                 raise ConfigError(f"kafka_snapshot_interval must be at least 1, got {self.kafka_snapshot_interval}")
+        if self.rebalance not in ("auto", "off"):
+            raise ConfigError(f"rebalance must be 'auto' or 'off', got {self.rebalance!r}")
+        if self.migration not in ("all-at-once", "fluid", "batched"):
+            raise ConfigError(f"migration must be 'all-at-once', 'fluid' or 'batched', got {self.migration!r}")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
         if self.join is not None:
@@ -146,6 +152,8 @@ class Config:
         parser.add_argument("--secret-file", dest="secret_file")
         parser.add_argument("--no-rescaling", dest="rescaling", action="store_false", default=None)
         parser.add_argument("--state-log-every", dest="state_log_every", type=int)
+        parser.add_argument("--rebalance")
+        parser.add_argument("--migration")
         try:
             args, extra = parser.parse_known_args(list(argv))
         except SystemExit:
@@ -161,6 +169,8 @@ class Config:
                                 ("kafka_prefix", "TIMELY_KAFKA_PREFIX", str),
                                 ("check_progress", "TIMELY_CHECK_PROGRESS", lambda v: v not in ("", "0")),
                                 ("timeout", "TIMELY_TIMEOUT", float),
+                                ("rebalance", "TIMELY_REBALANCE", str),
+                                ("migration", "TIMELY_MIGRATION", str),
                                 ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):
             if name in env:
                 try:

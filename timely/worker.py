@@ -60,6 +60,10 @@ class Worker:
         self._state_log_every = config.state_log_every
         #: with check_progress: every worker of this process (set by execute)
         self.process_workers: Optional[list] = None
+        #: the BinStates of every stateful (Megaphone) operator this worker built
+        self.stateful_states: list = []
+        #: called after each rescale event is applied (the rebalancers' activators)
+        self.rescale_listeners: list[Callable[[], None]] = []
         self.step_lock: Optional[Any] = None
 
     # ---- identifiers and channels ----------------------------------------------------------
@@ -164,6 +168,8 @@ class Worker:
                 server.close()
         self.log.info("worker %d applied %r: peers %d, routing to %d", self.index, message,
                       self.peers, self.routing_peers)
+        for listener in self.rescale_listeners:
+            listener()
 
     def _serve_control(self) -> None:
         for message in self._control.drain():

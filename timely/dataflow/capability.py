@@ -98,6 +98,17 @@ class InputCapability:
             raise CapabilityError(f"cannot delay an input capability at {self.time!r} to {time!r}")
         return Capability(time, self._internals)
 
+    def retain_for_output(self, port: int) -> Capability:
+        """A Capability for this batch's time on output ``port`` only (timely's
+        ``retain_for_output``): holding it does not hold back the other outputs."""
+        return Capability(self.time, [self._internals[port]])
+
+    def delayed_for_output(self, time: Any, port: int) -> Capability:
+        """A Capability for ``time`` (>= this batch's time) on output ``port`` only."""
+        if not less_equal(self.time, time):
+            raise CapabilityError(f"cannot delay an input capability at {self.time!r} to {time!r}")
+        return Capability(time, [self._internals[port]])
+
     def covers(self, internal: Any) -> bool:
         return any(b is internal for b in self._internals)
 

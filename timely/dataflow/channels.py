@@ -7,7 +7,9 @@ output is a ``Tee``: it counts what was produced (records per time, into the out
 
 Parallelization contracts (timely's names):
 - ``Pipeline``: records stay on this worker (no copy, no routing);
-- ``Exchange(key)``: a record goes to worker ``route(key(record)) % peers``.
+- ``Exchange(key)``: a record goes to worker ``route(key(record)) % peers``;
+- ``Direct(target)``: a record goes to worker ``target(record)``, an index the producer
+  chose (Megaphone's routing tables), refused if no such worker exists.
 (Broadcasting is an operator, ``Stream.broadcast``: every copy must be a record of its
 own for progress tracking to count it, so it is built from an exchange.)
 
@@ -75,6 +77,63 @@ class Exchange:
         if worker.peers == 1 and not worker.config.cluster:
             return _PipelinePusher(pushers[0]), puller
         return _ExchangePusher(pushers, self.key, worker, self.pinned), puller
+
+
+class Direct:
+    """Route each record to the worker whose index ``target(record)`` names.
+
+    Unlike ``Exchange`` there is no hashing and no ``% peers``: the producer decided
+    (a routing table), and a joined worker is reachable as soon as its pushers exist,
+    whether or not this worker has started routing ``Exchange`` records to it."""
+
+    def __init__(self, target: Callable[[Any], int]) -> None:
+        if not callable(target):
+            raise TypeError(f"Direct needs a target function, got {target!r}")
+        self.target = target
+
+    def connect(self, worker: Any, channel: int, path: tuple) -> tuple[Any, Any]:
+        pushers, puller = worker.allocate(channel, path)
+        if worker.peers == 1 and not worker.config.cluster:
+            return _DirectSinglePusher(pushers[0], self.target), puller
+        return _DirectPusher(pushers, self.target), puller
+
+
+class _DirectSinglePusher:
+    __slots__ = ("_push", "_target")
+
+    def __init__(self, pusher: Any, target: Callable[[Any], int]) -> None:
+        self._push = pusher.push
+        self._target = target
+
+    def give(self, time: Any, records: list) -> None:
+        for target in set(map(self._target, records)):
+            if target != 0:
+                raise ValueError(f"record routed to worker {target}, but this computation "
+                                 f"has only worker 0")
+        self._push((time, records))
+
+
+class _DirectPusher:
+    __slots__ = ("_pushers", "_target")
+
+    def __init__(self, pushers: list, target: Callable[[Any], int]) -> None:
+        self._pushers = pushers
+        self._target = target
+
+    def give(self, time: Any, records: list) -> None:
+        pushers = self._pushers
+        buckets: dict = {}
+        for record, target in zip(records, map(self._target, records)):
+            bucket = buckets.get(target)
+            if bucket is None:
+                buckets[target] = [record]
+            else:
+                bucket.append(record)
+        for target, bucket in buckets.items():
+            if not 0 <= target < len(pushers):
+                raise ValueError(f"record routed to worker {target}, but the cluster has "
+                                 f"workers 0..{len(pushers) - 1}")
+            pushers[target].push((time, bucket))
 
 
 class _PipelinePusher:

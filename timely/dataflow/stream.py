@@ -6,7 +6,7 @@ operators themselves are in ``timely.dataflow.operators``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
 from ..progress.location import Source, Target
 from .channels import Tee
@@ -115,6 +115,27 @@ class Stream:
                       init: Iterable[Any], logic: Callable) -> "Stream":
         from . import operators
         return operators.binary_notify(self, other, pact1, pact2, name, init, logic)
+
+    # ---- keyed state that migrates (Megaphone) ----------------------------------------------
+    def state_machine(self, fold: Callable[[Any, Any, Any], tuple], control: Optional["Stream"] = None,
+                      name: str = "StateMachine", bins: int = 256) -> "Stream":
+        """``fold(key, value, state) -> (new_state, outputs)`` over ``(key, value)``
+        records, in time order, per key; see ``timely.megaphone.state``."""
+        from ..megaphone import state
+        return state.state_machine(self, fold, control, name, bins)
+
+    def stateful_unary(self, control: Optional["Stream"], key: Callable[[Any], Any], name: str,
+                       logic: Callable, bins: int = 256) -> "Stream":
+        """``logic(time, records, state, notificator, output)`` per bin and time."""
+        from ..megaphone import state
+        return state.stateful_unary(self, control, key, name, logic, bins)
+
+    def stateful_binary(self, other: "Stream", control: Optional["Stream"], key1: Callable[[Any], Any],
+                        key2: Callable[[Any], Any], name: str, logic: Callable,
+                        bins: int = 256) -> "Stream":
+        """``logic(time, records1, records2, state, notificator, output)`` per bin and time."""
+        from ..megaphone import state
+        return state.stateful_binary(self, other, control, key1, key2, name, logic, bins)
 
     def __repr__(self) -> str:
         return f"Stream({self.scope.name!r}, {self.source})"

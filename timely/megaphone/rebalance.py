@@ -1,0 +1,174 @@
+"""The rebalancer: the cluster's own control stream for stateful operators.
+
+When a stateful operator is built without a control stream, every worker adds a
+Rebalancer operator whose output is that stream. It holds a capability that follows the
+data's frontier (so commands are issued at a time no record has been routed at yet).
+On worker 0 it watches the cluster: once a process has joined (its workers are part of
+``worker.routing_peers``) it issues ``Bootstrap(0, w)`` for each new worker ``w``, waits
+for that step to complete (the stateful operator's output frontier, fed back, has
+passed its time), then moves bins until every worker owns an equal share (within one
+bin), by a strategy:
+
+- ``all-at-once``: one ``Map`` with the final table (one step, all state moves at once);
+- ``fluid``: one ``Move`` per step, each after the previous completed;
+- ``batched``: per step, several moves, no worker in two moves of one step.
+
+``Config.rebalance == "off"`` keeps the Bootstrap (a joiner cannot route without it)
+but moves nothing. Planning costs O(bins); a step O(moves in it).
+
+>>> plan_moves((0, 1, 0, 1, 0, 1, 0, 1), 3)
+[(6, 2), (7, 2)]
+>>> migration_steps([(6, 2), (7, 2), (0, 3)], "batched")
+[[(6, 2), (0, 3)], [(7, 2)]]
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from ..dataflow.stream import Stream
+from ..progress.timestamp import identity_summary
+from .control import Bootstrap, Map, Move
+
+log = logging.getLogger("timely.megaphone")
+STRATEGIES = ("all-at-once", "fluid", "batched")
+
+
+def plan_moves(table: Sequence[int], workers: int) -> list[tuple[int, int]]:
+    """Moves ``(bin, worker)`` that leave each of ``workers`` workers with
+    ``len(table) // workers`` or one more bins, moving as few bins as possible (the
+    workers that hold most keep the extra ones). Deterministic."""
+    n = len(table)
+    owned: dict[int, list[int]] = {w: [] for w in range(workers)}
+    orphans: list[int] = []
+    for b, w in enumerate(table):
+        (owned[w] if w in owned else orphans).append(b)
+    base, extra = divmod(n, workers)
+    by_load = sorted(range(workers), key=lambda w: (-len(owned[w]), w))
+    quota = {w: base + (1 if i < extra else 0) for i, w in enumerate(by_load)}
+    surplus = list(orphans)
+    for w in range(workers):
+        if len(owned[w]) > quota[w]:
+            surplus.extend(owned[w][quota[w]:])
+    surplus.sort()
+    moves = []
+    for w in range(workers):
+        for _ in range(quota[w] - len(owned[w])):
+            moves.append((surplus.pop(), w))
+    return sorted(moves)
+
+
+def migration_steps(moves: list[tuple[int, int]], strategy: str,
+                    table: Sequence[int] = ()) -> list[list[tuple[int, int]]]:
+    """Group moves into steps by ``strategy`` (for ``batched``, ``table`` gives each
+    bin's current owner; without it only the receiving workers are kept apart)."""
+    if strategy == "all-at-once":
+        return [list(moves)] if moves else []
+    if strategy == "fluid":
+        return [[m] for m in moves]
+    if strategy != "batched":
+        raise ValueError(f"migration strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    steps: list[list[tuple[int, int]]] = []
+    remaining = list(moves)
+    while remaining:
+        busy: set = set()
+        step, later = [], []
+        for b, w in remaining:
+            involved = {w, table[b]} if table else {w}
+            if busy & involved:
+                later.append((b, w))
+            else:
+                busy |= involved
+                step.append((b, w))
+        steps.append(step)
+        remaining = later
+    return steps
+
+
+class _Driver:
+    """Worker 0's side: what has been issued and what is left to issue."""
+
+    def __init__(self, table: tuple, workers: int) -> None:
+        self.table = list(table)
+        self.workers = workers
+        self.steps: list[list[tuple[int, int]]] = []
+        self.last_time: Any = None       # time of the last step issued
+        self.issued_steps = 0
+
+
+def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) -> Stream:
+    """The cluster's control stream for the stateful operator ``name`` (see module)."""
+    from .bins import RoutingTable
+    scope = streams[0].scope
+    worker = scope.worker
+    config = worker.config
+    strategy = getattr(config, "migration", "batched")
+    enabled = getattr(config, "rebalance", "auto") != "off"
+    ident = identity_summary(scope.minimum)
+    builder = scope.operator(f"{name} Rebalancer")
+    data_ins = [builder.new_input(s, connection=[[ident]]) for s in streams]
+    feedback_in = builder.new_input(feedback, connection=[[]])
+    out, commands = builder.new_output()
+    activate = worker.activations.activate
+    path = builder.path
+    worker.rescale_listeners.append(lambda: activate(path))
+    driver = _Driver(RoutingTable.round_robin(bins, worker.initial_peers).table,
+                     worker.initial_peers) if worker.index == 0 and not worker.is_joiner else None
+
+    def completed() -> bool:
+        return driver.last_time is None or not feedback_in.frontier.less_equal(driver.last_time)
+
+    def issue(cap: Any) -> None:
+        t = cap.time
+        if worker.routing_peers > driver.workers and completed():
+            new = list(range(driver.workers, worker.routing_peers))
+            driver.workers = worker.routing_peers
+            out.give_batch(cap, [Bootstrap(worker.index, w) for w in new])
+            driver.last_time = t
+            log.info("%s rebalancer: workers %s joined; Bootstrap from worker %d at %s",
+                     name, new, worker.index, t)
+            moves = plan_moves(driver.table, driver.workers) if enabled else []
+            driver.steps = migration_steps(moves, strategy, driver.table)
+            if moves:
+                log.info("%s rebalancer: %d bins to move (%s, %d steps)", name, len(moves),
+                         strategy, len(driver.steps))
+            return
+        if driver.steps and completed() and (driver.last_time is None or t > driver.last_time):
+            step = driver.steps.pop(0)
+            for b, w in step:
+                driver.table[b] = w
+            if strategy == "all-at-once":
+                batch = [Map(driver.table)]
+            else:
+                batch = [Move(b, w) for b, w in step]
+            out.give_batch(cap, batch)
+            driver.last_time = t
+            driver.issued_steps += 1
+            log.info("%s rebalancer: step %d at %s moves %d bins%s", name, driver.issued_steps, t,
+                     len(step), "" if driver.steps else "; balanced")
+
+    def constructor(caps):
+        held = {"cap": caps[0]}
+
+        def logic():
+            for port in data_ins:
+                for _ in port.batches():
+                    pass
+            for _ in feedback_in.batches():
+                pass
+            cap = held["cap"]
+            if cap is None or not cap.valid:
+                return
+            # Follow the data: commands go out at a time no record has been routed at.
+            least = [t for port in data_ins for t in port.frontier.frontier()]
+            if not least:
+                cap.drop()
+                held["cap"] = None
+                return
+            if min(least) > cap.time:
+                cap.downgrade(min(least))
+            if driver is not None:
+                issue(cap)
+        return logic
+    builder.build(constructor)
+    return commands

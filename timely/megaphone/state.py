@@ -1,0 +1,334 @@
+"""The S operator: per-bin state, records applied in time order; and the user API
+(``state_machine``, ``stateful_unary``, ``stateful_binary``) that puts F in front of it.
+
+Each worker holds the bins its routing table gives it (``BinStates``), shared with the
+F operators of the same worker, which take a bin out when they ship it. S receives
+records grouped by bin and the bins shipped to it; records at time t are applied once
+every input frontier has passed t (so any bin arriving at t is in place first), bin by
+bin, in time order. A bin carries its state (a dict, key -> value) and its pending
+notifications (records its logic scheduled for later times), which travel with it.
+
+Costs: receiving a batch O(bins touched); applying one record is one call of the
+user's function; a notification O(1) to schedule.
+
+>>> import timely
+>>> def count(key, value, state):
+...     total = (state or 0) + value
+...     return total, [(key, total)]
+>>> def build(worker):
+...     def dataflow(scope):
+...         source, stream = scope.new_input()
+...         return source, stream.state_machine(count).capture()
+...     source, captured = worker.dataflow(dataflow)
+...     for epoch, words in enumerate([["a", "b", "a"], ["a"]]):
+...         source.send_batch([(w, 1) for w in words])
+...         source.advance_to(epoch + 1)
+...     source.close()
+...     worker.run()
+...     return sorted(captured.by_time().items())
+>>> timely.execute(1, build)
+[[(0, [('a', 1), ('a', 2), ('b', 1)]), (1, [('a', 3)])]]
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterable, Optional
+
+from ..dataflow.channels import Direct
+from ..dataflow.stream import Stream
+from ..progress.timestamp import identity_summary
+from .bins import DEFAULT_BINS, RoutingTable, bin_shift
+from .control import decode
+from .routing import build_router
+
+log = logging.getLogger("timely.megaphone")
+
+
+class StatefulError(RuntimeError):
+    """A stateful operator's logic failed; names the operator, the key and the time."""
+
+
+class Bin:
+    """One bin on its current owner: ``state`` (key -> value) and ``pending``
+    (time -> ``[(input, record), ...]`` scheduled by the logic)."""
+
+    __slots__ = ("state", "pending")
+
+    def __init__(self, state: Optional[dict] = None, pending: Optional[dict] = None) -> None:
+        self.state: dict = {} if state is None else state
+        self.pending: dict = {} if pending is None else pending
+
+    def to_wire(self) -> tuple:
+        """``(state pairs, pending)`` as msgpack-able lists (keys may be tuples)."""
+        return (list(self.state.items()),
+                [(t, [list(e) for e in entries]) for t, entries in sorted(self.pending.items())])
+
+    @classmethod
+    def from_wire(cls, items: Iterable, pending: Iterable) -> "Bin":
+        return cls(dict((k, v) for k, v in items),
+                   {t: [(i, r) for i, r in entries] for t, entries in pending})
+
+
+class BinStates:
+    """The bins one worker holds for one stateful operator (shared by its F and S)."""
+
+    def __init__(self, name: str, worker_index: int, bins: Iterable[int]) -> None:
+        self.name = name
+        self.worker_index = worker_index
+        self.bins: dict[int, Bin] = {b: Bin() for b in bins}
+        self.routers: list = []          # the F operators feeding this state
+        self.active_time: Any = None     # time of the configuration in force
+        self.shipped: list[tuple[Any, int, int]] = []    # (time, bins, keys) sent away
+        self.received: list[tuple[Any, int, int]] = []   # (time, bins, keys) taken in
+
+    def take(self, b: int) -> Bin:
+        try:
+            return self.bins.pop(b)
+        except KeyError:
+            raise StatefulError(f"{self.name}: worker {self.worker_index} was told to ship bin "
+                                f"{b}, which it does not hold") from None
+
+    def put(self, b: int, bin: Bin) -> None:
+        if b in self.bins:
+            raise StatefulError(f"{self.name}: worker {self.worker_index} received bin {b}, "
+                                f"which it already holds")
+        self.bins[b] = bin
+
+    def note_sent(self, time: Any, shipped: list) -> None:
+        self.shipped.append((time, len(shipped), sum(len(s[2]) for s in shipped)))
+
+    def keys(self) -> int:
+        """Keys held here, over every bin."""
+        return sum(len(b.state) for b in self.bins.values())
+
+    def table(self) -> tuple:
+        """The routing table in force here (the active configuration of the first F)."""
+        return self.routers[0].configs[0][1]
+
+    def snapshot(self) -> dict:
+        """``{key: state}`` over every bin held (a copy, for checks)."""
+        out: dict = {}
+        for b in self.bins.values():
+            out.update(b.state)
+        return out
+
+
+class Notificator:
+    """Schedules records for a later time on the bin being processed; they travel with
+    the bin if it moves, and come back to the logic at that time."""
+
+    __slots__ = ("_schedule", "time")
+
+    def __init__(self, schedule: Callable[[Any, Any, int], None], time: Any) -> None:
+        self._schedule = schedule
+        self.time = time
+
+    def notify_at(self, time: Any, record: Any = None, input: int = 0) -> None:
+        """Deliver ``record`` to the logic of this bin at ``time`` (after the current
+        time), among the records of input ``input``."""
+        if not time > self.time:
+            raise ValueError(f"notify_at({time!r}) while processing time {self.time!r}: "
+                             f"notifications must be for a later time")
+        self._schedule(time, record, input)
+
+
+def _check_total_order(scope: Any, what: str) -> None:
+    if type(scope.minimum) is not int:
+        raise TypeError(f"{what} needs totally ordered timestamps (int epochs), but scope "
+                        f"{scope.name!r} has timestamps like {scope.minimum!r} (partially "
+                        f"ordered); use it in a scope with int timestamps")
+
+
+def _control_stream(streams: list[Stream], control: Optional[Stream], feedback: Stream, bins: int,
+                    name: str) -> Stream:
+    if control is None:
+        from .rebalance import rebalancer
+        control = rebalancer(streams, feedback, bins, name)
+    elif control.scope is not streams[0].scope:
+        raise ValueError(f"{name}: the control stream is in scope {control.scope.name!r}, the "
+                         f"data in {streams[0].scope.name!r}")
+    return control.map_batch(_decode_all).broadcast()
+
+
+def _decode_all(commands: list) -> list:
+    return [decode(c) for c in commands]
+
+
+def _empty(records: list) -> list:
+    return []
+
+
+def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Optional[Stream],
+              name: str, bins: int, make_apply: Callable) -> Stream:
+    """F per input, one S, the feedback from S to the Fs; ``make_apply(states, give,
+    schedule)`` returns ``apply(time, cap, entries, bins_due)``."""
+    scope = streams[0].scope
+    _check_total_order(scope, name)
+    for s in streams[1:]:
+        if s.scope is not scope:
+            raise ValueError(f"{name}: inputs in different scopes")
+    k = bin_shift(bins)
+    worker = scope.worker
+    table = RoutingTable.round_robin(bins, worker.initial_peers)
+    states = BinStates(name, worker.index, [] if worker.is_joiner else table.bins_of(worker.index))
+    handle, feedback = scope.feedback(identity_summary(scope.minimum))
+    control_b = _control_stream(streams, control, feedback, bins, name)
+    routed = [build_router(s, control_b, feedback, key, k, states, i == 0, name)
+              for i, (s, key) in enumerate(zip(streams, keys))]
+
+    builder = scope.operator(name)
+    data_ins = [builder.new_input(data, Direct(_first_of)) for data, _ in routed]
+    state_in = builder.new_input(routed[0][1], Direct(_first_of))
+    out, result = builder.new_output()
+    frontiers = [p.frontier for p in data_ins] + [state_in.frontier]
+    stash: dict[Any, list] = {}
+    caps: dict[Any, Any] = {}
+    notify_index: dict[Any, set] = {}
+
+    def schedule(b: int, cap: Any) -> Callable[[Any, Any, int], None]:
+        def at(time: Any, record: Any, input: int) -> None:
+            states.bins[b].pending.setdefault(time, []).append((input, record))
+            notify_index.setdefault(time, set()).add(b)
+            if time not in caps:
+                caps[time] = cap.delayed(time)
+        return at
+
+    apply = make_apply(states, out, schedule)
+
+    def constructor(initial):
+        for cap in initial:
+            cap.drop()
+
+        def logic():
+            for icap, shipped in state_in:
+                nkeys = 0
+                for _target, b, items, pending in shipped:
+                    bin = Bin.from_wire(items, pending)
+                    states.put(b, bin)
+                    nkeys += len(bin.state)
+                    for t in bin.pending:
+                        notify_index.setdefault(t, set()).add(b)
+                        if t not in caps:
+                            caps[t] = icap.delayed(t)
+                states.received.append((icap.time, len(shipped), nkeys))
+            for i, port in enumerate(data_ins):
+                for icap, groups in port:
+                    t = icap.time
+                    stash.setdefault(t, []).append((i, groups))
+                    if t not in caps:
+                        caps[t] = icap.retain()
+            while caps:
+                t = min(caps)
+                if any(f.less_equal(t) for f in frontiers):
+                    break
+                cap = caps[t]
+                apply(t, cap, stash.pop(t, ()), notify_index.pop(t, ()))
+                del caps[t]
+                cap.drop()
+        return logic
+    builder.build(constructor)
+    worker.stateful_states.append(states)
+    result.map_batch(_empty).connect_loop(handle)
+    return result
+
+
+def _first_of(record: tuple) -> int:
+    return record[0]
+
+
+def _missing_bin(states: BinStates, b: int) -> StatefulError:
+    return StatefulError(f"{states.name}: worker {states.worker_index} received records of bin {b}, "
+                         f"which it does not hold (routing and state disagree)")
+
+
+def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], control: Optional[Stream] = None,
+                  name: str = "StateMachine", bins: int = DEFAULT_BINS) -> Stream:
+    """Apply ``fold(key, value, state) -> (new_state, outputs)`` to each ``(key, value)``
+    record in time order; ``state`` is None for a new key, a returned None deletes it.
+    The outputs are emitted at the record's time. ``control``: a stream of Map / Move /
+    Bootstrap commands, or None for the cluster's rebalancer."""
+    def make_apply(states, out, schedule):
+        bins_ = states.bins
+
+        def apply(t, cap, entries, _bins_due):
+            emitted: list = []
+            extend = emitted.extend
+            for _, groups in entries:
+                for _target, b, records in groups:
+                    bin = bins_.get(b)
+                    if bin is None:
+                        raise _missing_bin(states, b)
+                    state = bin.state
+                    for key, value in records:
+                        try:
+                            new, outputs = fold(key, value, state.get(key))
+                        except Exception as e:
+                            raise StatefulError(f"{name}: fold failed for key {key!r} at time {t!r}: "
+                                                f"{type(e).__name__}: {e}") from e
+                        if new is None:
+                            state.pop(key, None)
+                        else:
+                            state[key] = new
+                        if outputs:
+                            extend(outputs)
+            if emitted:
+                out.give_batch(cap, emitted)
+        return apply
+    return _stateful([stream], [None], control, name, bins, make_apply)
+
+
+def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
+    def make_apply(states, out, schedule):
+        bins_ = states.bins
+
+        def apply(t, cap, entries, bins_due):
+            per_bin: dict[int, list] = {}
+            for i, groups in entries:
+                for _target, b, records in groups:
+                    lists = per_bin.get(b)
+                    if lists is None:
+                        lists = per_bin[b] = [[] for _ in range(inputs)]
+                    lists[i].extend(records)
+            for b in bins_due:
+                bin = bins_.get(b)
+                due = bin.pending.pop(t, None) if bin is not None else None
+                if due:
+                    lists = per_bin.get(b)
+                    if lists is None:
+                        lists = per_bin[b] = [[] for _ in range(inputs)]
+                    for i, record in due:
+                        lists[i].append(record)
+            emitted: list = []
+            for b in sorted(per_bin):
+                bin = bins_.get(b)
+                if bin is None:
+                    raise _missing_bin(states, b)
+                try:
+                    logic(t, *per_bin[b], bin.state, Notificator(schedule(b, cap), t), emitted)
+                except StatefulError:
+                    raise
+                except Exception as e:
+                    raise StatefulError(f"{name}: logic failed on bin {b} at time {t!r}: "
+                                        f"{type(e).__name__}: {e}") from e
+            if emitted:
+                out.give_batch(cap, emitted)
+        return apply
+    return make_apply
+
+
+def stateful_unary(stream: Stream, control: Optional[Stream], key: Callable[[Any], Any], name: str,
+                   logic: Callable, bins: int = DEFAULT_BINS) -> Stream:
+    """``logic(time, records, state, notificator, output)`` once per (time, bin) with
+    work, in time order: ``records`` are the bin's records at ``time`` (then those its
+    notificator scheduled for ``time``), ``state`` the bin's dict (mutate it), and
+    ``output`` a list whose items are emitted at ``time``."""
+    return _stateful([stream], [key], control, name, bins, _keyed_logic_apply(logic, name, 1))
+
+
+def stateful_binary(stream: Stream, other: Stream, control: Optional[Stream], key1: Callable[[Any], Any],
+                    key2: Callable[[Any], Any], name: str, logic: Callable,
+                    bins: int = DEFAULT_BINS) -> Stream:
+    """``logic(time, records1, records2, state, notificator, output)``: both inputs
+    routed by one routing table, so a key's records of either input meet one state."""
+    return _stateful([stream, other], [key1, key2], control, name, bins,
+                     _keyed_logic_apply(logic, name, 2))
