@@ -145,14 +145,19 @@ def main(argv):
     config = timely.Config.from_args(rest)
     lines = synthetic_lines(args.lines, args.words_per_line, args.vocabulary)
     start = clock.perf_counter()
-    captures = timely.execute(config, lambda w: run(w, lines, args.epochs, args.all_workers,
-                                                     args.exchange, args.epoch_delay, args.bins))
+    results = timely.execute(config, lambda w: (run(w, lines, args.epochs, args.all_workers, args.exchange,
+                                                     args.epoch_delay, args.bins), w))
     elapsed = clock.perf_counter() - start
-    batches = [b for c in captures for b in c.batches]
+    batches = [b for captured, _ in results for b in captured.batches]
+    held = {w.index: w.stateful_states[0] for _, w in results if w.stateful_states}
     if args.output:
         with open(args.output.replace("{process}", str(config.process)), "w") as f:
-            json.dump(batches, f)
+            json.dump({"batches": batches,
+                       "state": {i: sorted(s.snapshot().items()) for i, s in held.items()}}, f)
     if config.cluster:
+        for i, s in sorted(held.items()):
+            print(f"worker {i}: holds {len(s.bins)} bins, {s.keys()} words; shipped "
+                  f"{sum(n for _, n, _ in s.shipped)} bins, received {sum(n for _, n, _ in s.received)}")
         print(f"process {config.process}: {sum(len(rs) for _, rs in batches)} updates in {elapsed:.2f} s")
         return
     got = latest(batches, args.exchange)

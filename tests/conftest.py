@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import uuid
 from types import SimpleNamespace
 
 import pytest
@@ -132,6 +133,17 @@ def pure() -> SimpleNamespace:
     """The pure-Python twin only (for timestamps the compiled twin does not accept)."""
     return _TWINS["python"]
 
+
+
+@pytest.fixture(params=["p2p", "kafka"])
+def mode(request):
+    """The progress mode of a test cluster: the arguments every one of its processes
+    gets (for Kafka, the session broker and a topic prefix of its own)."""
+    if request.param == "p2p":
+        return []
+    broker = request.getfixturevalue("tansu")
+    return ["--progress-mode", "kafka", "--kafka-bootstrap", broker.bootstrap,
+            "--kafka-prefix", f"c{uuid.uuid4().hex[:10]}"]
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ import re
 import socket
 import sys
 import time
-import uuid
 
 import networkx as nx
 import pytest
@@ -24,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 import wcc  # noqa: E402
+from clusters import wait_for_line  # noqa: E402
 from timely.launch import LocalCluster  # noqa: E402
 
 HELLO = os.path.join(ROOT, "examples", "hello.py")
@@ -43,27 +43,6 @@ def seen_by_worker(cluster):
 
 def all_seen(seen):
     return sorted(x for xs in seen.values() for x in xs)
-
-
-def wait_for_line(proc, pattern, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(re.search(pattern, line) for _, line in proc.lines):
-            return
-        if proc.popen.poll() is not None:
-            break
-        time.sleep(0.02)
-    raise AssertionError(f"{proc.label} never printed /{pattern}/:\n{proc.output()}")
-
-
-@pytest.fixture(params=["p2p", "kafka"])
-def mode(request):
-    """The progress mode: the arguments every process of a test cluster gets."""
-    if request.param == "p2p":
-        return []
-    broker = request.getfixturevalue("tansu")
-    return ["--progress-mode", "kafka", "--kafka-bootstrap", broker.bootstrap,
-            "--kafka-prefix", f"c{uuid.uuid4().hex[:10]}"]
 
 
 def hello_cluster(rounds, delay, mode=(), **kw):
