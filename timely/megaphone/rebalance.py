@@ -1,8 +1,10 @@
 """The rebalancer: the cluster's own control stream for stateful operators.
 
 When a stateful operator is built without a control stream, every worker adds a
-Rebalancer operator whose output is that stream. It holds a capability that follows the
-data's frontier (so commands are issued at a time no record has been routed at yet).
+Rebalancer operator whose output is that stream. It holds a capability one epoch ahead
+of the data's frontier: F routes records at t as soon as they arrive (the control
+frontier is past t), and a command issued now, at t + 1, precedes every record routed
+at t + 1.
 On worker 0 it watches the cluster: once a process has joined (its workers are part of
 ``worker.routing_peers``) it issues ``Bootstrap(0, w)`` for each new worker ``w``, waits
 for that step to complete (the stateful operator's output frontier, fed back, has
@@ -159,14 +161,16 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
             cap = held["cap"]
             if cap is None or not cap.valid:
                 return
-            # Follow the data: commands go out at a time no record has been routed at.
+            # One epoch ahead of the data: F may route records at t as they arrive
+            # (the control frontier is past t), and commands issued at t + 1 still
+            # precede every record routed at t + 1.
             least = [t for port in data_ins for t in port.frontier.frontier()]
             if not least:
                 cap.drop()
                 held["cap"] = None
                 return
-            if min(least) > cap.time:
-                cap.downgrade(min(least))
+            if min(least) + 1 > cap.time:
+                cap.downgrade(min(least) + 1)
             if driver is not None:
                 issue(cap)
         return logic
