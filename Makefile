@@ -22,7 +22,7 @@ build: $(STAMP)
 	$(PY) setup.py -q build_ext --inplace
 
 test: build
-	$(PY) -c "import timely.progress as p; assert p.implementation() == 'cython', 'Cython twins did not build'"
+	$(PY) -c "import timely.progress as p, timely.megaphone.bins as b; assert p.implementation() == b.IMPLEMENTATION == 'cython', 'Cython twins did not build'"
 	$(PY) -m pytest
 
 bench: build
@@ -36,4 +36,4 @@ run: build
 	$(PY) examples/wcc.py -w 2 --vertices 2000 --edges 1500 --epochs 5
 
 clean:
-	rm -rf build *.egg-info pyx/*.c timely/progress/*.so
+	rm -rf build *.egg-info pyx/*.c timely/progress/*.so timely/megaphone/*.so

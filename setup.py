@@ -1,22 +1,29 @@
-"""Build the Cython hot paths in pyx/ as extension modules inside timely/progress/.
+"""Build the Cython hot paths in pyx/ as extension modules inside the timely package.
 
-When Cython or a C compiler is missing the package still installs: timely.progress then
-uses its pure-Python twins (see timely.progress.implementation()).
+``EXTENSIONS`` lists them as (module name, .pyx path) pairs: the progress core's
+``timely.progress._c*`` and Megaphone's ``timely.megaphone._cbins``.
+
+When Cython or a C compiler is missing the package still installs (or set
+``TIMELY_NO_CYTHON=1`` to skip the build): each module then uses its pure-Python twin
+(see timely.progress.implementation() and timely.megaphone.bins.IMPLEMENTATION).
 """
 import os
 from setuptools import setup
+
+EXTENSIONS = [(f"timely.progress._c{name}", f"pyx/_c{name}.pyx")
+              for name in ["change_batch", "antichain", "reachability"]]
+EXTENSIONS += [("timely.megaphone._cbins", "pyx/_cbins.pyx")]
 
 ext_modules = []
 if os.environ.get("TIMELY_NO_CYTHON") != "1":
     from Cython.Build import cythonize
     from setuptools import Extension
 
-    names = ["change_batch", "antichain", "reachability"]
     ext_modules = cythonize(
         [
-            Extension(f"timely.progress._c{name}", [f"pyx/_c{name}.pyx"], extra_compile_args=["-O2"])
-            for name in names
-            if os.path.exists(f"pyx/_c{name}.pyx")
+            Extension(module, [path], extra_compile_args=["-O2"])
+            for module, path in EXTENSIONS
+            if os.path.exists(path)
         ],
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
                              "cdivision": True, "initializedcheck": False},

@@ -1,4 +1,4 @@
-"""Hot paths of the progress core, Cython twin beside pure-Python twin, in one run.
+"""Hot paths of the progress core and of Megaphone, Cython twin beside pure-Python twin.
 
 Workloads:
 - ChangeBatch: many updates over a small key space, then drain (compaction included);
@@ -6,9 +6,13 @@ Workloads:
 - Tracker.propagate_all on (a) a chain of 1,000 operators, (b) an iterative loop whose
   feedback summary advances the inner coordinate, (c) a wide fan-out: one source feeding
   1,000 operators. Each round moves a capability forward by one time, so every round
-  propagates a frontier change through the whole graph.
+  propagates a frontier change through the whole graph;
+- Megaphone bins (``timely.megaphone.bins``): ``stable_hash64`` of 100,000 distinct short
+  strings, and ``group_by_bin`` of 100,000 ``(word, 1)`` records into 256 bins (k=8),
+  costed per 1,000 records.
 
-``summary`` holds the Cython/pure-Python speedup per workload and the per-round cost.
+``summary`` holds the Cython/pure-Python speedup per workload and the per-unit cost
+(per round, update, batch or 1k records: the ``unit`` of each result).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import random
 
 from _common import best_of, parse_args, table, write_report
 
+from timely.megaphone import bins
 from timely.progress import Builder, Source, Target, twins
 
 
@@ -118,21 +123,58 @@ def tracker_workload(cls, graph, rounds, pair):
     return run, rounds
 
 
+def bins_twins(name):
+    """Both twins of ``timely.megaphone.bins.<name>`` (``"stable_hash64"`` or
+    ``"group_by_bin"``); the ``"cython"`` entry is missing when it is not built."""
+    found = {"python": getattr(bins, f"py_{name}")}
+    try:
+        from timely.megaphone import _cbins
+        found["cython"] = getattr(_cbins, name)
+    except ImportError:
+        pass
+    return found
+
+
+def words(n):
+    """n distinct short strings (6 to 11 characters)."""
+    return [f"w{i:05d}{'xyz'[:i % 4]}" for i in range(n)]
+
+
+def hash_workload(fn, n):
+    keys = words(n)
+
+    def run():
+        for _ in map(fn, keys):
+            pass
+    return run, n / 1000
+
+
+def group_workload(fn, n, k=8):
+    records = [(w, 1) for w in words(n)]
+
+    def run():
+        fn(records, None, k)
+    return run, n / 1000
+
+
 def main():
     args = parse_args("hotpaths", __doc__.splitlines()[0])
     q = args.quick
     size = 200 if q else 1000
     rounds = 5 if q else 20
+    records = 10_000 if q else 100_000
     workloads = [
         ("ChangeBatch update+drain", "ChangeBatch", lambda c: change_batch_workload(c, 20_000 if q else 200_000), "update"),
         ("MutableAntichain update_iter", "MutableAntichain", lambda c: antichain_workload(c, 5_000 if q else 50_000), "batch"),
         (f"Tracker chain x{size}", "Tracker", lambda c: tracker_workload(c, chain_graph(size), rounds, False), "round"),
         (f"Tracker loop x{size}", "Tracker", lambda c: tracker_workload(c, loop_graph(size), rounds, True), "round"),
         (f"Tracker fan-out x{size}", "Tracker", lambda c: tracker_workload(c, fanout_graph(size), rounds, False), "round"),
+        ("bins.stable_hash64 short str", "bins.stable_hash64", lambda f: hash_workload(f, records), "1k records"),
+        ("bins.group_by_bin k=8", "bins.group_by_bin", lambda f: group_workload(f, records, 8), "1k records"),
     ]
     rows, results, summary = [], [], {}
     for label, family, make, unit in workloads:
-        found = twins(family)
+        found = bins_twins(family[len("bins."):]) if family.startswith("bins.") else twins(family)
         per = {}
         for impl in ("python", "cython"):
             if impl not in found:

@@ -33,6 +33,11 @@ class ControlError(ValueError):
     """A control command that cannot be applied (names the command and why)."""
 
 
+class UnknownWorker(ControlError):
+    """A command names a worker this worker does not know (yet: a joiner's join notice
+    may still be on its way)."""
+
+
 class Map(tuple):
     """Install ``table`` (bin -> worker) as the whole routing table."""
 
@@ -126,10 +131,10 @@ def compile_configuration(table: Sequence[int], commands: Iterable[Any], workers
         result[c.bin] = c.worker
     for c in commands:
         if type(c) is Bootstrap and not (0 <= c.server < workers and 0 <= c.new_worker < workers):
-            raise ControlError(f"{c!r}: the cluster has workers 0..{workers - 1}")
+            raise UnknownWorker(f"{c!r}: the cluster has workers 0..{workers - 1}")
     bad = sorted({w for w in result if not 0 <= w < workers})
     if bad:
-        raise ControlError(f"the routing table names worker(s) {bad}, but the cluster has "
+        raise UnknownWorker(f"the routing table names worker(s) {bad}, but the cluster has "
                            f"workers 0..{workers - 1}")
     return tuple(result)
 

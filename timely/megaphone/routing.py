@@ -32,7 +32,7 @@ from ..dataflow.channels import Direct, Pipeline
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
 from .bins import RoutingTable, group_by_bin
-from .control import ControlError, bootstraps, compile_configuration
+from .control import ControlError, UnknownWorker, bootstraps, compile_configuration
 
 log = logging.getLogger("timely.megaphone")
 
@@ -143,17 +143,17 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
             last = router.configs[-1][1]
             try:
                 table = compile_configuration(last, commands, worker.peers)
-            except ControlError as e:
+            except UnknownWorker as e:
                 # A worker this one has not heard of yet may be a joiner whose join
                 # notice is still on its way here: wait for it, up to the timeout.
-                if "workers 0.." not in str(e):
-                    raise ControlError(f"{name} at time {t}: {e}") from None
                 now = clock.monotonic()
                 router.unknown_since = router.unknown_since or now
                 if now - router.unknown_since > worker.config.timeout:
                     raise ControlError(f"{name} at time {t}: {e}") from None
                 worker.activations.activate(builder.path)
                 return
+            except ControlError as e:
+                raise ControlError(f"{name} at time {t}: {e}") from None
             router.unknown_since = None
             del router.raw[t]
             cap = router.control_caps.pop(t, None)

@@ -1,0 +1,503 @@
+"""Megaphone bins: the stable key hash (both twins), group_by_bin, bins, RoutingTable.
+
+Protects: ``stable_hash64`` is a cross-process contract (every worker must route a key
+to the same bin), so (a) the compiled twin (``timely.megaphone._cbins``) returns exactly
+what the pure-Python twin returns for every key, big ints, bools, every float bit
+pattern, any text, bytes, None and nested tuples included, and raises the same
+``TypeError`` for anything else; (b) both follow the rules of the ``bins`` module
+docstring; (c) the known answers below never change. ``group_by_bin`` returns the same
+dict in both twins (same bins in the same order, records in input order, the same
+exceptions from the key function or ``record[0]``). ``bin_shift``, ``bin_of`` and
+``RoutingTable`` behave as documented and refuse bad bin counts and indexes with a
+clear ``ValueError``; 10,000 distinct strings leave none of 256 bins empty.
+
+A compiled twin that is not importable makes the twin tests FAIL (a broken build must be
+noticed) unless ``TIMELY_NO_CYTHON=1`` says it was skipped on purpose: then they skip.
+"""
+from __future__ import annotations
+
+import enum
+import importlib
+import math
+import os
+import struct
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from timely.megaphone import bins
+from timely.megaphone.bins import (MASK, RoutingTable, bin_of, bin_shift, py_group_by_bin,
+                                   py_stable_hash64)
+
+NO_CYTHON = os.environ.get("TIMELY_NO_CYTHON") == "1"
+PURE_ONLY = os.environ.get("TIMELY_PURE_PYTHON", "") in ("1", "true", "yes")
+
+try:
+    _CBINS = importlib.import_module("timely.megaphone._cbins")
+    _CBINS_MISSING = ""
+except Exception as exc:  # noqa: BLE001 - the reason is what we report
+    _CBINS = None
+    _CBINS_MISSING = f"import timely.megaphone._cbins: {type(exc).__name__}: {exc}"
+
+
+def compiled():
+    """The compiled twin; FAILS the test when it is not importable, or skips it when
+    ``TIMELY_NO_CYTHON=1`` (the build was skipped on purpose)."""
+    if _CBINS is not None:
+        return _CBINS
+    if NO_CYTHON:
+        pytest.skip("TIMELY_NO_CYTHON=1: Cython twin of timely.megaphone.bins not built")
+    pytest.fail("Cython twin not importable (set TIMELY_NO_CYTHON=1 to skip on purpose): "
+                + _CBINS_MISSING, pytrace=False)
+
+
+def hash_of(impl: str):
+    return py_stable_hash64 if impl == "python" else compiled().stable_hash64
+
+
+def group_of(impl: str):
+    return py_group_by_bin if impl == "python" else compiled().group_by_bin
+
+
+IMPLS = ["python", "cython"]
+
+
+def outcome(fn, *args):
+    """``("ok", result)`` or ``(exception type, message)``: what a call did."""
+    try:
+        return "ok", fn(*args)
+    except Exception as exc:  # noqa: BLE001 - comparing what both twins raise
+        return type(exc), str(exc)
+
+
+# ---- strategies ----------------------------------------------------------------------
+EDGE_INTS = [0, 1, -1, 2, 255, 256, 2**31 - 1, -2**31, 2**32, 2**63 - 1, 2**63, 2**63 + 1,
+             -2**63, -2**63 + 1, -2**63 - 1, 2**64 - 2, 2**64 - 1, 2**64, 2**64 + 1, -2**64,
+             2**70, -2**70, 10**19, 10**20, -10**20, 2**128 - 1, 10**600 - 1, 10**600,
+             -10**600, 2**13000 + 1]
+# More than 4300 digits: ``repr`` refuses them (sys.get_int_max_str_digits), so they stay
+# out of hypothesis (its reports repr the example) and get their own ids.
+HUGE_INTS = [10**5000, -10**5000 - 7, 3**20000, -(2**40000)]
+
+
+def key_id(key) -> str:
+    if type(key) is int and key.bit_length() > 10_000:
+        return f"int of {key.bit_length()} bits"
+    try:
+        return repr(key)[:24]
+    except ValueError:                  # a huge int inside
+        return f"{type(key).__name__} holding a huge int"
+ints = st.one_of(
+    st.integers(),                                              # hypothesis' own mix
+    st.integers(-2**63, 2**64 - 1),                             # the C fast paths
+    st.integers(-2**200, 2**200),                               # beyond 64 bits
+    st.builds(lambda sign, bits, low: sign * ((1 << bits) + low),  # near each power of two
+              st.sampled_from([1, -1]), st.integers(0, 140), st.integers(-3, 3)),
+    st.sampled_from(EDGE_INTS),
+)
+
+
+def _from_bits(u: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", u))[0]
+
+
+EDGE_FLOATS = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 3.0, 1e20, -1e20, 1e300, -1e300, 5e-324,
+               2.0**63, -2.0**63, 2.0**64, -2.0**64, math.nextafter(2.0**63, 0.0),
+               math.nextafter(2.0**64, 0.0), math.nextafter(-2.0**63, -math.inf),
+               math.inf, -math.inf, math.nan, -math.nan, _from_bits(0x7FF0000000000001),
+               _from_bits(0xFFF8000000000123), 1.7976931348623157e308]
+floats = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),             # includes -0.0 and nan
+    st.integers(-2**80, 2**80).map(float),                      # integral: the int rule
+    st.integers(0, 2**64 - 1).map(_from_bits),                  # any bit pattern (nan payloads)
+    st.sampled_from(EDGE_FLOATS),
+)
+# Lone surrogates have no UTF-8 (both twins raise UnicodeEncodeError: tested apart).
+texts = st.one_of(st.text(st.characters(codec="utf-8")),
+                  st.text(st.characters(codec="utf-8", min_codepoint=0x80)), st.just(""))
+scalars = st.one_of(ints, st.booleans(), floats, texts, st.binary(), st.none())
+keys = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4).map(tuple),
+                    max_leaves=12)
+
+
+# ---- stable_hash64: the twins agree --------------------------------------------------
+@given(keys)
+def test_hash_twins_agree(key):
+    h = compiled().stable_hash64(key)
+    assert type(h) is int and 0 <= h <= MASK
+    assert h == py_stable_hash64(key), key
+
+
+@pytest.mark.parametrize("key", EDGE_INTS + HUGE_INTS + EDGE_FLOATS
+                         + [True, False, None, "", b"", (), ((),), (HUGE_INTS[0], (HUGE_INTS[1],))],
+                         ids=key_id)
+def test_hash_twins_agree_on_edges(key):
+    assert compiled().stable_hash64(key) == py_stable_hash64(key)
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+class _Color(enum.IntEnum):
+    RED = 1
+
+
+class _Key:
+    def __repr__(self):   # an address would make a repr-based hash differ per process
+        return f"<key at {id(self):#x}>"
+
+
+UNSUPPORTED = [[1], [], {}, {1: 2}, {1}, frozenset(), object(), _Key(), bytearray(b"x"),
+               memoryview(b"x"), 1j, range(3), _Str("a"), _Int(1), _Color.RED, (1, [2]),
+               ((1, {}),), int, len]
+
+
+@pytest.mark.parametrize("key", UNSUPPORTED, ids=lambda k: type(k).__name__)
+def test_unsupported_keys_raise_the_same_type_error(key):
+    # Exact types only: a str or int subclass may override __eq__ or __str__.
+    bad = key
+    while type(bad) is tuple:
+        bad = next(item for item in bad if type(item) is not int)
+    message = (f"cannot hash a {type(bad).__name__} as a key: keys must be int, float, str, "
+               f"bytes, None or tuples of them")
+    for impl in IMPLS:
+        with pytest.raises(TypeError) as info:
+            hash_of(impl)(key)
+        assert str(info.value) == message, impl
+
+
+def test_lone_surrogate_raises_the_same_unicode_error():
+    expected = outcome(py_stable_hash64, "a\ud800")
+    assert expected[0] is UnicodeEncodeError
+    assert outcome(compiled().stable_hash64, "a\ud800") == expected
+    assert outcome(compiled().stable_hash64, ("x", "\udfff")) == outcome(py_stable_hash64, ("x", "\udfff"))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_deeply_nested_tuple_raises_recursion_error(impl):
+    deep = ()
+    for _ in range(100_000):
+        deep = (deep,)
+    with pytest.raises(RecursionError):
+        hash_of(impl)(deep)
+    shallow = ()
+    for _ in range(50):
+        shallow = (shallow,)
+    assert hash_of(impl)(shallow) == py_stable_hash64(shallow)
+
+
+# ---- stable_hash64: the documented rules (both twins) --------------------------------
+def _spec_mix(x):
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) % 2**64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) % 2**64
+    return x ^ (x >> 31)
+
+
+def _spec_fnv(data):
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) % 2**64
+    return h
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_hash_follows_the_documented_rules(impl):
+    h = hash_of(impl)
+    # Standard vectors: FNV-1a 64 and the splitmix64 stream from seed 0.
+    assert _spec_fnv(b"a") == 0xAF63DC4C8601EC8C and _spec_fnv(b"foobar") == 0x85944171F73967E8
+    assert h(None) == _spec_mix(0x9E3779B97F4A7C15) == 0xE220A8397B1DCDAF
+    for k in (0, 1, -1, 12345, -2**63, 2**63, 2**64 - 1):
+        assert h(k) == _spec_mix(k % 2**64)
+    for k in (2**64, -2**63 - 1, 2**70, -(10**30)):
+        assert h(k) == h(str(k)) == _spec_mix(_spec_fnv(str(k).encode()))
+    assert h(True) == h(1) and h(False) == h(0) == 0
+    for x in (3.0, -0.0, -7.0, 2.0**63, 2.0**64, 1e300):
+        assert h(x) == h(int(x))
+    for x in (0.5, -1.25, math.inf, -math.inf, math.nan, 5e-324):
+        assert h(x) == h(struct.pack("<d", x)) == _spec_mix(_spec_fnv(struct.pack("<d", x)))
+    for s in ("", "word", "é", "日本", "😀"):
+        assert h(s) == h(s.encode("utf-8")) == _spec_mix(_spec_fnv(s.encode("utf-8")))
+    for t in ((), (1,), (1, "a"), ((), (None, b"x"))):
+        acc = 0xCBF29CE484222325 ^ len(t)
+        for item in t:
+            acc = ((acc ^ h(item)) * 0x100000001B3) % 2**64
+            acc ^= acc >> 32
+        assert h(t) == _spec_mix(acc)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_big_int_hash_ignores_the_int_str_digits_limit(impl):
+    """``sys.set_int_max_str_digits`` is a per-process setting: the hash must not
+    depend on it (nor fail because of it)."""
+    h = hash_of(impl)
+    huge = [10**5000, -(3**20000), 2**20000 + 1]
+    old = sys.get_int_max_str_digits()
+    try:
+        sys.set_int_max_str_digits(0)
+        unlimited = [py_stable_hash64(str(n)) for n in huge]
+        sys.set_int_max_str_digits(640)
+        assert [h(n) for n in huge] == unlimited
+    finally:
+        sys.set_int_max_str_digits(old)
+
+
+def test_pure_twin_does_not_call_the_compiled_one(monkeypatch):
+    """``py_stable_hash64`` recurses into itself (tuples, integral floats) and
+    ``py_group_by_bin`` uses it, even though ``bins.stable_hash64`` names the compiled
+    twin: otherwise comparing the twins would compare the compiled one with itself."""
+    def forbidden(key):
+        raise AssertionError("the pure twin called bins.stable_hash64")
+    monkeypatch.setattr(bins, "stable_hash64", forbidden)
+    assert py_stable_hash64((1, ("a", 3.0))) == KNOWN_NESTED
+    assert py_group_by_bin([((1, 2.0), 0)], None, 8) == {py_stable_hash64((1, 2)) >> 56: [((1, 2.0), 0)]}
+
+
+def test_the_module_uses_the_compiled_twin():
+    c = compiled()
+    if PURE_ONLY:
+        assert bins.IMPLEMENTATION == "python"
+    else:
+        assert bins.IMPLEMENTATION == "cython"
+        assert bins.stable_hash64 is c.stable_hash64 and bins.group_by_bin is c.group_by_bin
+
+
+# ---- known answers: the cross-process contract ---------------------------------------
+# Computed once with the pure twin. A change here re-routes every key of every running
+# dataflow (and breaks mixed-version clusters): never update these values casually.
+KNOWN_NESTED = py_stable_hash64((1, ("a", 3)))
+KNOWN = [
+    (0, 0x0),
+    (1, 0x5692161D100B05E5),
+    (-1, 0xB4D055FCF2CBBD7B),
+    (2**63 - 1, 0x5A682AFE7965DEBD),
+    (-2**63, 0x25C26EA579CEA98A),
+    (-2**63 - 1, 0x96D523AA3EC4B1D3),
+    (2**64 - 1, 0xB4D055FCF2CBBD7B),
+    (2**64, 0x65429F6A084DE4E6),
+    (2**70, 0xA9029CB663601A47),
+    (-2**70, 0x1C216E95FB386833),
+    (10**5000, 0x75B4797A86AA6441),
+    (True, 0x5692161D100B05E5),
+    (False, 0x0),
+    ("word", 0xF90BA9A629D4DE95),
+    ("", 0xF52A15E9A9B5E89B),
+    ("é", 0x233403617480019E),
+    (b"x", 0x2C782AC22891188E),
+    (b"", 0xF52A15E9A9B5E89B),
+    (b"foobar", 0x404DA9E3B74078C2),
+    (None, 0xE220A8397B1DCDAF),
+    ((), 0xF52A15E9A9B5E89B),
+    ((1, "a"), 0xD82156A151563162),
+    (((), (None,)), 0x0F870E21F10E7B86),
+    (("word", 1, None, b"x", 0.5, (2**70,)), 0x1CB2C012FE9322F2),
+    (0.5, 0x17847C978E28EE25),
+    (1.5, 0xBFE3F4AC3B0EAAAA),
+    (-0.0, 0x0),
+    (3.0, 0x1E535EEDE31428F0),
+    (1e20, 0xE1A9CABF3F877164),
+    (math.inf, 0x9423DFEA9398290B),
+    (math.nan, 0x3D77255CF2BEECE3),
+]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("key,expected", KNOWN, ids=[key_id(k) for k, _ in KNOWN])
+def test_known_answers(impl, key, expected):
+    assert hash_of(impl)(key) == expected
+
+
+# ---- group_by_bin --------------------------------------------------------------------
+def assert_same_groups(got: dict, expected: dict) -> None:
+    assert list(got) == list(expected)                 # the same bins, in the same order
+    for b in expected:
+        assert type(got[b]) is list
+        assert len(got[b]) == len(expected[b])
+        assert all(x is y for x, y in zip(got[b], expected[b])), b   # the same records
+
+
+def check_groups(groups: dict, records, key, k: int) -> None:
+    """``groups`` is what the definition says: each record in the bin of its key, in
+    input order."""
+    expected: dict = {}
+    for r in records:
+        b = bin_of(py_stable_hash64(r[0] if key is None else key(r)), k)
+        expected.setdefault(b, []).append(r)
+    assert_same_groups(groups, expected)
+
+
+KS = [0, 1, 8, 16]
+record_lists = st.lists(st.tuples(keys, st.integers()), max_size=60)
+skewed = st.lists(st.tuples(st.sampled_from(["a", "b", 7, None, (1, 2)]), st.integers()), max_size=60)
+
+
+@given(st.one_of(record_lists, skewed), st.sampled_from(KS))
+def test_group_by_bin_twins_agree(records, k):
+    got = compiled().group_by_bin(records, None, k)
+    assert_same_groups(got, py_group_by_bin(records, None, k))
+    check_groups(got, records, None, k)
+
+
+@given(st.lists(st.fixed_dictionaries({"id": keys, "n": st.integers()}), max_size=40),
+       st.sampled_from(KS))
+def test_group_by_bin_twins_agree_with_a_key_function(records, k):
+    def key(r):
+        return r["id"]
+    got = compiled().group_by_bin(records, key, k)
+    assert_same_groups(got, py_group_by_bin(records, key, k))
+    check_groups(got, records, key, k)
+
+
+@given(st.lists(st.lists(keys, min_size=1, max_size=3), max_size=30), st.sampled_from(KS + [3, 64]))
+def test_group_by_bin_twins_agree_on_list_records_and_any_container(records, k):
+    """Records that are not tuples (``record[0]`` by subscription), in a list or tuple."""
+    for container in (records, tuple(records)):
+        got = compiled().group_by_bin(container, None, k)
+        assert_same_groups(got, py_group_by_bin(container, None, k))
+    strings = ["".join(map(str, r)) or "x" for r in records]     # record[0]: a character
+    assert_same_groups(compiled().group_by_bin(strings, None, k), py_group_by_bin(strings, None, k))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("k", KS + [64])
+def test_group_by_bin_empty_and_k_zero(impl, k):
+    group = group_of(impl)
+    assert group([], None, k) == {} and group((), len, k) == {}
+    records = [("a", 1), ("b", 2), ("a", 3)]
+    if k == 0:
+        got = group(records, None, 0)
+        assert got == {0: records} and got[0] is not records
+    got = group(records, None, k)
+    assert sum(len(v) for v in got.values()) == 3
+    assert all(0 <= b < 2**k for b in got)
+    if k == 64:
+        assert set(got) == {py_stable_hash64("a"), py_stable_hash64("b")}
+
+
+class Boom(Exception):
+    pass
+
+
+class _Exploding:
+    def __getitem__(self, i):
+        raise Boom(f"no item {i}")
+
+
+@pytest.mark.parametrize("k", [1, 8, 16])
+def test_group_by_bin_propagates_key_and_record_errors(k):
+    c = compiled()
+
+    def key(r):
+        if r[1] == 2:
+            raise Boom("bad record")
+        return r[0]
+    records = [("a", 1), ("b", 2), ("c", 3)]
+    for impl_group in (py_group_by_bin, c.group_by_bin):
+        with pytest.raises(Boom, match="bad record"):
+            impl_group(records, key, k)
+    for bad in ([("a", 1), ()], [("a", 1), 5], [("a", 1), _Exploding()], [([1], 0)],
+                [(("x", {}), 0)], [(_Str("s"), 0)]):
+        expected = outcome(py_group_by_bin, bad, None, k)
+        assert expected[0] in (IndexError, TypeError, Boom), expected
+        assert outcome(c.group_by_bin, bad, None, k) == expected
+
+
+def test_group_by_bin_k_zero_and_odd_k_match_the_pure_twin():
+    """With k=0 neither twin computes a key; a k outside 1..64 does what the pure
+    twin's Python arithmetic does."""
+    c = compiled()
+
+    def key(r):
+        raise Boom("called")
+    records = [("a", 1), ([1], 2)]
+    assert outcome(c.group_by_bin, records, key, 0) == outcome(py_group_by_bin, records, key, 0)
+    ok = [("a", 1), ("b", 2)]
+    for k in (65, -1, 8.0, None, "8", True, 2**70):
+        assert outcome(c.group_by_bin, ok, None, k) == outcome(py_group_by_bin, ok, None, k), k
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_ten_thousand_strings_fill_256_bins(impl):
+    records = [(f"key-{i}", 1) for i in range(10_000)]
+    groups = group_of(impl)(records, None, 8)
+    assert sorted(groups) == list(range(256))           # no bin empty
+    sizes = [len(g) for g in groups.values()]
+    assert sum(sizes) == 10_000 and max(sizes) < 3 * 10_000 / 256
+
+
+# ---- bin_shift, bin_of ---------------------------------------------------------------
+def test_bin_shift_accepts_powers_of_two():
+    for k in range(17):
+        assert bin_shift(2**k) == k
+
+
+@pytest.mark.parametrize("bins_", [0, -4, 3, 100, 255, 2**17, 256.0, True, "256", None])
+def test_bin_shift_refuses_other_counts(bins_):
+    with pytest.raises(ValueError) as info:
+        bin_shift(bins_)
+    assert str(info.value) == f"bins must be a power of two between 1 and 65536, got {bins_}"
+
+
+@given(st.integers(0, MASK), st.integers(1, 64))
+def test_bin_of_is_the_top_k_bits(h, k):
+    b = bin_of(h, k)
+    assert 0 <= b < 2**k and b == h >> (64 - k)
+    assert bin_of(h, 0) == 0 and bin_of(h, 64) == h
+
+
+# ---- RoutingTable --------------------------------------------------------------------
+def test_round_robin_and_lookups():
+    t = RoutingTable.round_robin(8, 3)
+    assert t.table == (0, 1, 2, 0, 1, 2, 0, 1)
+    assert len(t) == 8 and t[0] == 0 and t[5] == 2
+    assert t.bins_of(0) == [0, 3, 6] and t.bins_of(2) == [2, 5] and t.bins_of(9) == []
+    assert t.load(3) == [3, 3, 2] and t.load(2) == [3, 3] and t.load(4) == [3, 3, 2, 0]
+    assert repr(t) == "RoutingTable(8 bins, load [3, 3, 2])"
+    assert RoutingTable.round_robin(1, 5).table == (0,)
+
+
+def test_with_moves_applies_in_order_and_copies():
+    t = RoutingTable.round_robin(4, 2)
+    moved = t.with_moves([(0, 1), (3, 5), (0, 2)])
+    assert moved.table == (2, 1, 0, 5)
+    assert t.table == (0, 1, 0, 1)                      # the original is unchanged
+    assert t.with_moves([]) == t and t.with_moves([]) is not t
+    assert hash(RoutingTable([0, 1, 0, 1])) == hash(t) and RoutingTable([0, 1, 0, 1]) == t
+    assert moved != t and t != (0, 1, 0, 1)
+    assert moved.load(6) == [1, 1, 1, 0, 0, 1] and moved.bins_of(1) == [1]
+
+
+@pytest.mark.parametrize("bad_bin", [4, 100, -1])
+def test_with_moves_refuses_a_bin_out_of_range(bad_bin):
+    t = RoutingTable.round_robin(4, 2)
+    with pytest.raises(ValueError, match=rf"^bin {bad_bin} is not in 0\.\.3$"):
+        t.with_moves([(0, 1), (bad_bin, 0)])
+    assert t.table == (0, 1, 0, 1)
+
+
+@pytest.mark.parametrize("table", [[], [0, 1, 2], [0] * 6, [0] * (2**17)])
+def test_table_size_must_be_a_power_of_two(table):
+    with pytest.raises(ValueError, match=rf"^bins must be a power of two between 1 and 65536, got {len(table)}$"):
+        RoutingTable(table)
+
+
+def test_round_robin_refuses_bad_bin_counts():
+    for count in (0, 3, 2**17):
+        with pytest.raises(ValueError, match="bins must be a power of two"):
+            RoutingTable.round_robin(count, 2)
+
+
+@pytest.mark.parametrize("table", [[0, -1], [0, "1"], [0, 1.0], [None, 0]])
+def test_workers_must_be_non_negative_ints(table):
+    with pytest.raises(ValueError, match=r"a routing table maps every bin to a worker index \(an int >= 0\)"):
+        RoutingTable(table)
+    with pytest.raises(ValueError, match="worker index"):
+        RoutingTable([0, 0]).with_moves([(1, table[0] if table[0] != 0 else table[1])])
