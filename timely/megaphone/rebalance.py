@@ -72,16 +72,22 @@ def migration_steps(moves: list[tuple[int, int]], strategy: str,
         raise ValueError(f"migration strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     steps: list[list[tuple[int, int]]] = []
     remaining = list(moves)
+    owner = list(table)              # each bin's owner when the step being formed runs
     while remaining:
         busy: set = set()
-        step, later = [], []
+        seen: set = set()            # bins with a move in this step or deferred from it:
+        step, later = [], []         # a bin's later moves wait, so they keep their order
         for b, w in remaining:
-            involved = {w, table[b]} if table else {w}
-            if busy & involved:
+            involved = {w, owner[b]} if owner else {w}
+            if b in seen or busy & involved:
                 later.append((b, w))
             else:
                 busy |= involved
                 step.append((b, w))
+            seen.add(b)
+        for b, w in step:
+            if owner:
+                owner[b] = w
         steps.append(step)
         remaining = later
     return steps
