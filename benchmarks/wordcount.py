@@ -38,7 +38,7 @@ def plain(lines):
 def run_pytimely(lines, workers):
     import timely
     import wordcount
-    totals = wordcount.merge(timely.execute(workers, lambda w: wordcount.run(w, lines, 4)))
+    totals = wordcount.merge(timely.execute(workers, lambda w: wordcount.run(w, lines, 4, exchange=True)))
     result: Counter = Counter()
     for counts in totals.values():
         result.update(counts)

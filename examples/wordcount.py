@@ -101,6 +101,18 @@ def run(worker, lines, epochs, all_workers=False, exchange=False, epoch_delay=0.
     return captured
 
 
+def merge(captures):
+    """``{epoch: Counter}`` summed over the workers' captured per-epoch counts
+    (the ``count_words`` / ``--exchange`` output)."""
+    total: dict = {}
+    for captured in captures:
+        for epoch, pairs in captured.by_time().items():
+            counter = total.setdefault(epoch, Counter())
+            for word, n in pairs:
+                counter[word] += n
+    return total
+
+
 def latest(batches, exchange=False):
     """``{epoch: {word: count}}`` from captured batches: with running counts, the
     largest total seen at each epoch; with per-epoch counts, their sum."""

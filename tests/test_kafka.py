@@ -159,7 +159,7 @@ def test_the_runtime_trims_logs_where_it_can_and_carries_on_where_it_cannot(tans
     lines = wordcount.synthetic_lines(400, 5, 50)
     config = kafka_config(tansu, prefix, workers=2, kafka_snapshot_interval=10, kafka_trim_interval=0.2)
     with caplog.at_level("INFO", logger="broker"):
-        totals = wordcount.merge(timely.execute(config, lambda w: wordcount.run(w, lines, 100)))
+        totals = wordcount.merge(timely.execute(config, lambda w: wordcount.run(w, lines, 100, exchange=True)))
     assert sum(totals.values(), Counter()) == Counter(w for line in lines for w in line.split())
     assert any("cannot delete records" in r.getMessage() for r in caplog.records), caplog.text
 
@@ -188,10 +188,11 @@ def test_cli_shows_lengths_snapshots_and_positions(tansu, prefix):
 def test_wordcount_same_in_both_modes(tansu, prefix):
     lines = wordcount.synthetic_lines(3000, 10, 500)
 
-    def run(config):
-        totals = wordcount.merge(timely.execute(config, lambda w: wordcount.run(w, lines, 3)))
-        return {e: dict(c) for e, c in totals.items()}
-    assert run(kafka_config(tansu, prefix, workers=2)) == run(timely.Config(workers=2))
+    def run(config):      # running counts on state_machine
+        captures = timely.execute(config, lambda w: wordcount.run(w, lines, 3))
+        return wordcount.latest([b for c in captures for b in c.batches])
+    assert run(kafka_config(tansu, prefix, workers=2)) == run(timely.Config(workers=2)) \
+        == wordcount.expected_running(lines, 3)
 
 
 def test_wcc_same_in_both_modes_and_matches_networkx(tansu, prefix):
