@@ -49,6 +49,16 @@ def write_report(path: str, name: str, summary: dict, results: Any, **extra: Any
     print(f"wrote {path}")
 
 
+def percentiles(latencies_ms) -> dict:
+    """``{"n", "p50", "p99", "max"}`` of a list of latencies (None for an empty list)."""
+    if not latencies_ms:
+        return {"n": 0, "p50": None, "p99": None, "max": None}
+    import numpy as np
+    a = np.asarray(latencies_ms)
+    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
+            "max": float(a.max())}
+
+
 def table(rows: list[list[Any]], header: list[str]) -> str:
     cells = [header] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]

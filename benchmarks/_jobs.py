@@ -22,6 +22,13 @@ future times (so the progress state has about that many entries) and prints ``re
 once its state holds them; after a process joined (``-j 0``) and finished bootstrapping
 it prints the server's pause and entries sent, releases the capabilities and closes its
 input, so every process completes. A joiner prints ``joined at WALLTIME after S s``.
+
+``migration``: WordCount over ``state_machine`` while processes join and the rebalancer
+moves bins to them (optionally after loading N keys); worker 0 records per-epoch
+latency and the migrations' markers, every worker prints its final state (see
+``migration``). ``stateful_steady``: ``state_machine`` against the same running counts
+behind a plain ``Exchange`` (``exchange_running_counts``), closed loop (see
+``stateful_steady``).
 """
 from __future__ import annotations
 
@@ -30,15 +37,54 @@ import json
 import logging
 import os
 import random
+import re
 import sys
 import time
-from collections import deque
+from collections import Counter, deque
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 
 import timely  # noqa: E402
-from wordcount import count_words  # noqa: E402
+from timely import Exchange  # noqa: E402
+from wordcount import add, count_words, pairs, running_counts  # noqa: E402
+
+
+def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None, on_step=None):
+    """Worker 0's injection loop: one line (``next_line()``) per epoch, ``rate`` epochs
+    per second (``rate <= 0``: the next as soon as the probe passed the last), while
+    ``running(now)``; then closes ``source`` and steps until the probe passed the epochs
+    still in flight. ``on_inject(epoch, now)`` after each injection, ``on_step(now)``
+    after each step. Returns ``([(epoch, injected, completed), ...], epochs injected)``
+    with wall-clock times (epochs in flight at the close are not listed)."""
+    flat_out = rate <= 0
+    period = 0.0 if flat_out else 1.0 / rate
+    pending: deque = deque()
+    epochs = []
+    epoch = source.time()
+    next_at = time.time()
+    while True:
+        now = time.time()
+        if not running(now):
+            break
+        if (not pending) if flat_out else now >= next_at:
+            source.send_batch([next_line()])
+            epoch += 1
+            source.advance_to(epoch)
+            pending.append((epoch - 1, now))
+            next_at += period
+            if on_inject is not None:
+                on_inject(epoch, now)
+        worker.step_or_park(0.005 if flat_out else max(0.0, min(0.005, next_at - time.time())))
+        done = time.time()
+        while pending and not probe.less_equal(pending[0][0]):
+            e, injected = pending.popleft()
+            epochs.append((e, injected, done))
+        if on_step is not None:
+            on_step(done)
+    source.close()
+    worker.step_while(lambda: pending and not probe.done())
+    return epochs, epoch
 
 
 def latency(argv):
@@ -69,32 +115,15 @@ def latency(argv):
             source.close()
             return None
         start = time.time()
-        flat_out = args.rate <= 0     # as fast as possible: the next epoch once the last completed
-        period = 0.0 if flat_out else 1.0 / args.rate
-        pending: deque = deque()
-        epochs = []
-        epoch = 0
-        next_at = start
         state_sizes = []
-        while True:
-            now = time.time()
-            if now - start >= args.duration:
-                break
-            if (not pending) if flat_out else now >= next_at:
-                source.send_batch([" ".join(rng.choices(vocabulary, k=args.words))])
-                epoch += 1
-                source.advance_to(epoch)
-                pending.append((epoch - 1, now))
-                next_at += period
-                if epoch % 100 == 0:
-                    state_sizes.append((now - start, worker.progress_state_size()["state_entries"]))
-            worker.step_or_park(0.005 if flat_out else max(0.0, min(0.005, next_at - time.time())))
-            done = time.time()
-            while pending and not probe.less_equal(pending[0][0]):
-                e, injected = pending.popleft()
-                epochs.append((injected - start, done - injected))
-        source.close()
-        worker.step_while(lambda: pending and not probe.done())
+
+        def sample(epoch, now):
+            if epoch % 100 == 0:
+                state_sizes.append((now - start, worker.progress_state_size()["state_entries"]))
+        timed, epoch = paced_epochs(worker, source, probe, args.rate,
+                                    lambda: " ".join(rng.choices(vocabulary, k=args.words)),
+                                    lambda now: now - start < args.duration, on_inject=sample)
+        epochs = [(injected - start, done - injected) for _, injected, done in timed]
         result = {"start": start, "epochs": epochs, "state_sizes": state_sizes, "injected": epoch,
                   "duration": args.duration, "words": args.words, "rescaling": worker.config.rescaling,
                   "progress": {"batches_sent": sum(p.batches_sent for p in worker.progcasters.values()),
@@ -250,6 +279,308 @@ def bootstrap_state(argv):
     timely.execute(config, build)
 
 
+
+# ---- migration (Megaphone) --------------------------------------------------------------
+def digest(counts: dict) -> list[int]:
+    """``[keys, sum of counts, sum of count * (i + 1), sum of count**2]`` over keys
+    ``"k<i>"``: for disjoint key sets (bins of different workers) the digest of the
+    union is the sum of the digests, so the states of all workers must add up to the
+    digest of what was injected."""
+    total = weighted = squares = 0
+    for key, n in counts.items():
+        total += n
+        weighted += n * (int(key[1:]) + 1)
+        squares += n * n
+    return [len(counts), total, weighted, squares]
+
+
+class MigrationTracker:
+    """Worker 0's markers, from its own F operator and cluster view: when a process
+    joined (``worker.routing_peers`` grew), each configuration its router compiled
+    (time, wall clock seen, bins it moves), the rebalancer's issue time of each step
+    (from its ``timely.megaphone`` log record, in this process), the first configuration
+    that balances the table over the workers now present, and when the probe passed
+    that configuration's time (every bin shipped has arrived and been applied): the
+    migration's end."""
+
+    STEP = re.compile(r"rebalancer: step (\d+) at (\d+) moves (\d+) bins")
+
+    def __init__(self, worker, probe, start: float) -> None:
+        self.worker = worker
+        self.probe = probe
+        self.start = start
+        self.router = worker.stateful_states[0].routers[0]
+        self.peers = worker.routing_peers
+        self.table = tuple(self.router.configs[-1][1])
+        self.known = {c for c, _ in self.router.configs}
+        self.joins: list[dict] = []
+        self.issued: dict[int, float] = {}      # config time -> wall clock the step was issued
+        tracker = self
+
+        class Issued(logging.Handler):
+            def emit(self, record):
+                m = tracker.STEP.search(record.getMessage())
+                if m:
+                    tracker.issued[int(m.group(2))] = record.created
+
+        self.handler = Issued(level=logging.INFO)
+        logging.getLogger("timely.megaphone").addHandler(self.handler)
+
+    def balanced(self, table) -> bool:
+        load = [0] * self.peers
+        for w in table:
+            if w < self.peers:
+                load[w] += 1
+        return sum(load) == len(table) and max(load) - min(load) <= 1
+
+    def poll(self, now: float) -> None:
+        if self.worker.routing_peers != self.peers:
+            self.peers = self.worker.routing_peers
+            self.joins.append({"seen": now - self.start, "workers": self.peers, "configs": [],
+                               "balanced_at": None, "end": None})
+        for c, table in self.router.configs:
+            if c in self.known:
+                continue
+            self.known.add(c)
+            moved = sum(a != b for a, b in zip(self.table, table))
+            self.table = tuple(table)
+            if not self.joins:
+                raise SystemExit(f"configuration at {c} before any join")
+            join = self.joins[-1]
+            join["configs"].append({"time": c, "seen": now - self.start, "moved": moved})
+            if join["balanced_at"] is None and self.balanced(table):
+                join["balanced_at"] = c
+        for join in self.joins:
+            if join["end"] is None and join["balanced_at"] is not None \
+                    and not self.probe.less_equal(join["balanced_at"]):
+                join["end"] = now - self.start
+
+    def done(self, joins: int) -> bool:
+        return len(self.joins) >= joins and all(j["end"] is not None for j in self.joins)
+
+    def finish(self) -> list[dict]:
+        logging.getLogger("timely.megaphone").removeHandler(self.handler)
+        for join in self.joins:
+            for config in join["configs"]:
+                at = self.issued.get(config["time"])
+                config["issued"] = None if at is None else at - self.start
+            first = join["configs"][0] if join["configs"] else None
+            join["start"] = None if first is None else \
+                (first["issued"] if first["issued"] is not None else first["seen"])
+            join["steps"] = len(join["configs"])
+            join["bins_moved"] = sum(c["moved"] for c in join["configs"])
+        return self.joins
+
+
+def report_state(worker, label: str, counts: dict, states=None) -> None:
+    """Print this worker's final state: ``final {json}`` (digest; with Megaphone the
+    bins held, the table in force, the bins shipped and received)."""
+    doc = {"label": label, "worker": worker.index, "digest": digest(counts)}
+    if states is not None:
+        doc.update(bins=sorted(states.bins), table=list(states.table()), shipped=states.shipped,
+                   received=states.received)
+    sys.stdout.write("final " + json.dumps(doc) + "\n")
+
+
+def migration(argv):
+    """WordCount over ``state_machine`` (``running_counts``), the rebalancer moving bins
+    to every process that joins. Worker 0 optionally first loads ``--load`` distinct
+    keys (``--load-batch`` per epoch), prints ``steady at WALLTIME``, then injects one
+    line of ``--words`` words over ``--keys`` keys per epoch at ``--rate`` epochs/s for
+    at least ``--duration`` s, until ``--joins`` migrations have ended, then ``--tail``
+    more seconds (at most ``--max-seconds`` in all). It writes the per-epoch latencies,
+    the migration markers (``MigrationTracker``) and the digest of what it injected to
+    ``--output``; every worker (joiners too) prints its final state (``report_state``)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--duration", type=float, default=0.0)
+    parser.add_argument("--rate", type=float, default=100.0, help="epochs (lines) per second")
+    parser.add_argument("--words", type=int, default=100)
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--bins", type=int, default=256)
+    parser.add_argument("--load", type=int, default=0, help="distinct keys loaded first")
+    parser.add_argument("--load-batch", type=int, default=100_000)
+    parser.add_argument("--joins", type=int, default=0, help="migrations to wait for")
+    parser.add_argument("--tail", type=float, default=0.0)
+    parser.add_argument("--max-seconds", type=float, default=300.0)
+    parser.add_argument("--output")
+    args, rest = parser.parse_known_args(argv)
+    config = timely.Config.from_args(rest)
+    logging.basicConfig(level=logging.WARNING, format="%(created).6f %(name)s: %(message)s")
+    logging.getLogger("timely.megaphone").setLevel(logging.INFO)
+
+    def build(worker):
+        def dataflow(scope):
+            source, lines = scope.new_input()
+            return source, running_counts(lines, bins=args.bins).probe()
+        source, probe = worker.dataflow(dataflow)
+        states = worker.stateful_states[0]
+        if worker.bootstrap():
+            sys.stdout.write(f"joined at {time.time():.6f} after {worker.bootstrap_seconds:.4f} s\n")
+        elif worker.index != 0:
+            source.close()
+        else:
+            expected: Counter = Counter()
+            loaded = time.perf_counter()
+            for lo in range(0, args.load, args.load_batch):
+                words = [f"k{i}" for i in range(lo, min(args.load, lo + args.load_batch))]
+                expected.update(words)
+                source.send_batch([" ".join(words)])
+                source.advance_to(source.time() + 1)
+                worker.step()
+            worker.step_while(lambda: probe.less_than(source.time()))
+            load_seconds = time.perf_counter() - loaded
+            rng = random.Random(11)
+            vocabulary = [f"k{i}" for i in range(args.keys)]
+
+            def line():
+                words = rng.choices(vocabulary, k=args.words)
+                expected.update(words)
+                return " ".join(words)
+
+            start = time.time()
+            tracker = MigrationTracker(worker, probe, start)
+            ended = [None]
+
+            def running(now):
+                if now - start >= args.max_seconds:
+                    return False
+                if now - start < args.duration or not tracker.done(args.joins):
+                    return True
+                ended[0] = ended[0] or now
+                return now - ended[0] < args.tail
+
+            sys.stdout.write(f"steady at {start:.6f} after loading {args.load} keys in {load_seconds:.3f} s\n")
+            timed, injected = paced_epochs(worker, source, probe, args.rate, line, running,
+                                           on_step=tracker.poll)
+            worker.run()
+            tracker.poll(time.time())
+            result = {"start": start, "epochs": [(e, t - start, d - t) for e, t, d in timed],
+                      "injected": injected, "load_seconds": load_seconds, "joins": tracker.finish(),
+                      "expected": digest(expected), "timed_out": time.time() - start >= args.max_seconds}
+            if args.output:
+                with open(args.output, "w") as f:
+                    json.dump(result, f)
+        worker.run()
+        report_state(worker, "megaphone", states.snapshot(), states)
+        return None
+
+    timely.execute(config, build)
+
+
+def _first(record):
+    return record[0]
+
+
+def exchange_running_counts(lines, name="ExchangeCount"):
+    """The same running counts as ``running_counts`` without Megaphone: ``pairs`` per
+    batch, a plain ``Exchange`` by word, and per worker one dict folded with ``add``
+    record by record at each time once the input frontier passed it (the same per-record
+    work as ``state_machine``'s S operator: look up, fold, store, collect outputs; no
+    bins, no F, no control stream). Returns ``(stream, state)``."""
+    state: dict = {}
+    stash: dict = {}
+
+    def logic(input, output, notificator):
+        for cap, batch in input:
+            waiting = stash.get(cap.time)
+            if waiting is None:
+                waiting = stash[cap.time] = []
+                notificator.notify_at(cap.retain())
+            waiting.append(batch)
+        for cap in notificator:
+            emitted: list = []
+            extend = emitted.extend
+            get = state.get
+            for batch in stash.pop(cap.time, ()):
+                for key, value in batch:
+                    new, outputs = add(key, value, get(key))
+                    if new is None:
+                        state.pop(key, None)
+                    else:
+                        state[key] = new
+                    if outputs:
+                        extend(outputs)
+            if emitted:
+                output.give_batch(cap, emitted)
+            cap.drop()
+    return lines.map_batch(pairs).unary_notify(Exchange(_first), name, [], logic), state
+
+
+def stateful_steady(argv):
+    """The steady-state cost of ``state_machine``: one dataflow per variant in the same
+    workers, ``exchange`` (``exchange_running_counts``) and ``megaphone-B``
+    (``running_counts`` with B bins, for each of ``--bins``). Every worker injects, per
+    epoch, ``--lines`` lines of ``--words`` words over ``--keys`` keys and steps until
+    the probe passed the epoch (closed loop). ``--blocks`` rounds (after one warm-up
+    round) of ``--epochs`` epochs per variant, the same lines for every variant in a
+    round, variants in rotating order. Worker 0 writes per variant and round the block's
+    seconds and the epochs' latencies to ``--output``; every worker prints
+    ``injected {counts}`` and, per variant, its final state (``report_state``)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--bins", default="256,4096")
+    parser.add_argument("--blocks", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=50)
+    parser.add_argument("--lines", type=int, default=10)
+    parser.add_argument("--words", type=int, default=100)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--output")
+    args, rest = parser.parse_known_args(argv)
+    config = timely.Config.from_args(rest)
+    bins = [int(b) for b in args.bins.split(",")]
+    variants = ["exchange"] + [f"megaphone-{b}" for b in bins]
+
+    def build(worker):
+        flows = {}
+        for v, b in zip(variants, [None] + bins):
+            def dataflow(scope, b=b):
+                source, lines = scope.new_input()
+                if b is None:
+                    counted, state = exchange_running_counts(lines)
+                else:
+                    counted, state = running_counts(lines, bins=b), worker.stateful_states[-1]
+                return source, counted.probe(), state
+            flows[v] = worker.dataflow(dataflow)
+        rng = random.Random(1000 + worker.index)
+        vocabulary = [f"k{i}" for i in range(args.keys)]
+        injected: Counter = Counter()
+        blocks = {v: [] for v in variants}
+        for round_ in range(args.blocks + 1):
+            block = [[" ".join(rng.choices(vocabulary, k=args.words)) for _ in range(args.lines)]
+                     for _ in range(args.epochs)]
+            for chunk in block:
+                for text in chunk:
+                    injected.update(text.split())
+            k = round_ % len(variants)
+            for v in variants[k:] + variants[:k]:
+                source, probe, _ = flows[v]
+                latencies = []
+                started = time.perf_counter()
+                for chunk in block:
+                    sent = time.perf_counter()
+                    source.send_batch(chunk)
+                    source.advance_to(source.time() + 1)
+                    worker.step_while(lambda: probe.less_than(source.time()))
+                    latencies.append(time.perf_counter() - sent)
+                seconds = time.perf_counter() - started
+                if round_:
+                    blocks[v].append({"round": round_, "seconds": seconds, "latencies": latencies})
+        for source, _, _ in flows.values():
+            source.close()
+        worker.run()
+        sys.stdout.write("injected " + json.dumps(injected) + "\n")
+        for v, (_, _, state) in flows.items():
+            if v == "exchange":
+                report_state(worker, v, state)
+            else:
+                report_state(worker, v, state.snapshot(), state)
+        if worker.index == 0 and args.output:
+            with open(args.output, "w") as f:
+                json.dump({"variants": variants, "blocks": blocks, "words_per_epoch":
+                           args.lines * args.words * worker.peers, "workers": worker.peers}, f)
+        return None
+
+    timely.execute(config, build)
+
 if __name__ == "__main__":
-    {"latency": latency, "progress_state": progress_state,
-     "bootstrap_state": bootstrap_state}[sys.argv[1]](sys.argv[2:])
+    {"latency": latency, "progress_state": progress_state, "bootstrap_state": bootstrap_state,
+     "migration": migration, "stateful_steady": stateful_steady}[sys.argv[1]](sys.argv[2:])

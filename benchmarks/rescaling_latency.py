@@ -16,21 +16,13 @@ import tempfile
 import time
 
 import numpy as np
-from _common import ROOT, parse_args, table, write_report
+from _common import ROOT, parse_args, percentiles, table, write_report
 
 from timely.launch import LocalCluster
 
 JOBS = os.path.join(ROOT, "benchmarks", "_jobs.py")
 JOINED = re.compile(r"joined at ([0-9.]+) after ([0-9.]+) s")
 CPU = re.compile(r"^cpu ([0-9.]+) s after building$")
-
-
-def percentiles(latencies_ms):
-    if not latencies_ms:
-        return {"n": 0, "p50": None, "p99": None, "max": None}
-    a = np.asarray(latencies_ms)
-    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
-            "max": float(a.max())}
 
 
 def run(duration, rate, joins, extra=()):
