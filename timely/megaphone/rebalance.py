@@ -1,8 +1,8 @@
 """The rebalancer: the cluster's own control stream for stateful operators.
 
 When a stateful operator is built without a control stream, every worker adds a
-Rebalancer operator whose output is that stream. It holds a capability one epoch ahead
-of the data's frontier: F routes records at t as soon as they arrive (the control
+Rebalancer operator whose output is that stream. Worker 0's holds a capability one
+epoch ahead of the data's frontier (the others drop theirs): F routes records at t as soon as they arrive (the control
 frontier is past t), and a command issued now, at t + 1, precedes every record routed
 at t + 1.
 On worker 0 it watches the cluster: once a process has joined (its workers are part of
@@ -156,7 +156,11 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
                      len(step), "" if driver.steps else "; balanced")
 
     def constructor(caps):
+        # Frontiers are global: worker 0's capability alone holds the control stream
+        # back; the others give theirs up (no progress traffic per epoch from them).
         held = {"cap": caps[0]}
+        if driver is None:
+            caps[0].drop()
 
         def logic():
             for port in data_ins:

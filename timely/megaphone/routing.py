@@ -18,8 +18,9 @@ the rest *pending* (compiled, not yet installed). Per scheduling it:
 4. routes records at time t once the control frontier has passed t, by the latest
    configuration at or before t; earlier they wait, holding a capability at t.
 
-Records leave F grouped by bin, ``(worker, bin, records)``, so a batch costs one key
-hash per record (in C with the compiled twin) and O(1) per bin touched; installing a
+Records leave F as one message per target worker, ``(worker, [(bin, records), ...])``,
+so a batch costs one key hash per record (in C with the compiled twin) and O(1) per bin
+touched; installing a
 configuration costs O(bins) plus the size of the state shipped.
 """
 from __future__ import annotations
@@ -105,11 +106,18 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
 
     def route(time: Any, records: list, cap: Any) -> None:
         table = router.table_at(time)
-        groups = [(table[b], b, rs) for b, rs in group_by_bin(records, key, k).items()]
+        per_target: dict = {}
+        for b, rs in group_by_bin(records, key, k).items():
+            bucket = per_target.get(table[b])
+            if bucket is None:
+                per_target[table[b]] = [(b, rs)]
+            else:
+                bucket.append((b, rs))
+        messages = list(per_target.items())
         if cap is None:
-            give_data(time, groups)
+            give_data(time, messages)
         else:
-            data_out.give_batch(cap, groups)
+            data_out.give_batch(cap, messages)
 
     def receive_routing_state() -> None:
         for icap, messages in boot_in:

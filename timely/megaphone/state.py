@@ -38,7 +38,6 @@ from ..dataflow.channels import Direct
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
 from .bins import DEFAULT_BINS, RoutingTable, bin_shift
-from .control import decode
 from .routing import build_router
 
 log = logging.getLogger("timely.megaphone")
@@ -147,21 +146,15 @@ def _control_stream(streams: list[Stream], control: Optional[Stream], feedback: 
     elif control.scope is not streams[0].scope:
         raise ValueError(f"{name}: the control stream is in scope {control.scope.name!r}, the "
                          f"data in {streams[0].scope.name!r}")
-    return control.map_batch(_decode_all).broadcast()
-
-
-def _decode_all(commands: list) -> list:
-    return [decode(c) for c in commands]
-
-
-def _empty(records: list) -> list:
-    return []
+    return control.broadcast()
 
 
 def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Optional[Stream],
-              name: str, bins: int, make_apply: Callable) -> Stream:
+              name: str, bins: int, make_apply: Callable, eager: bool = False) -> Stream:
     """F per input, one S, the feedback from S to the Fs; ``make_apply(states, give,
-    schedule)`` returns ``apply(time, cap, entries, bins_due)``."""
+    schedule)`` returns ``apply(time, cap, entries, bins_due)`` (``entries``: a list of
+    ``(input, bin, records)``). ``eager``: apply records at the frontier's time as they
+    arrive (no notifications: ``state_machine``) instead of once the time is complete."""
     scope = streams[0].scope
     _check_total_order(scope, name)
     for s in streams[1:]:
@@ -195,6 +188,29 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
 
     apply = make_apply(states, out, schedule)
 
+    def apply_eagerly() -> None:
+        """Records at the frontier's time t are applied as they arrive, bin by bin,
+        once their bin is here (a bin arriving at t comes on the state input): no
+        record at an earlier time can still come, so time order per key holds."""
+        while stash:
+            t = min(stash)
+            if any(f.less_than(t) for f in frontiers):
+                return
+            passed = not any(f.less_equal(t) for f in frontiers)
+            entries = stash.pop(t)
+            if not passed:
+                bins = states.bins
+                waiting = [e for e in entries if e[1] not in bins]
+                if waiting:
+                    entries = [e for e in entries if e[1] in bins]
+                    stash[t] = waiting
+            apply(t, caps[t], entries, ())
+            if t in stash:
+                return
+            caps.pop(t).drop()
+            if not passed:
+                return
+
     def constructor(initial):
         for cap in initial:
             cap.drop()
@@ -212,11 +228,18 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                             caps[t] = icap.delayed(t)
                 states.received.append((icap.time, len(shipped), nkeys))
             for i, port in enumerate(data_ins):
-                for icap, groups in port:
+                for icap, messages in port:
                     t = icap.time
-                    stash.setdefault(t, []).append((i, groups))
+                    entries = stash.get(t)
+                    if entries is None:
+                        entries = stash[t] = []
+                    for _target, groups in messages:
+                        entries.extend((i, b, rs) for b, rs in groups)
                     if t not in caps:
                         caps[t] = icap.retain()
+            if eager:
+                apply_eagerly()
+                return
             while caps:
                 t = min(caps)
                 if any(f.less_equal(t) for f in frontiers):
@@ -228,7 +251,7 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
         return logic
     builder.build(constructor)
     worker.stateful_states.append(states)
-    result.map_batch(_empty).connect_loop(handle)
+    result.connect_loop(handle)     # F only reads its frontier (and drains what it gets)
     return result
 
 
@@ -253,28 +276,27 @@ def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], contro
         def apply(t, cap, entries, _bins_due):
             emitted: list = []
             extend = emitted.extend
-            for _, groups in entries:
-                for _target, b, records in groups:
-                    bin = bins_.get(b)
-                    if bin is None:
-                        raise _missing_bin(states, b)
-                    state = bin.state
-                    for key, value in records:
-                        try:
-                            new, outputs = fold(key, value, state.get(key))
-                        except Exception as e:
-                            raise StatefulError(f"{name}: fold failed for key {key!r} at time {t!r}: "
-                                                f"{type(e).__name__}: {e}") from e
-                        if new is None:
-                            state.pop(key, None)
-                        else:
-                            state[key] = new
-                        if outputs:
-                            extend(outputs)
+            for _, b, records in entries:
+                bin = bins_.get(b)
+                if bin is None:
+                    raise _missing_bin(states, b)
+                state = bin.state
+                for key, value in records:
+                    try:
+                        new, outputs = fold(key, value, state.get(key))
+                    except Exception as e:
+                        raise StatefulError(f"{name}: fold failed for key {key!r} at time {t!r}: "
+                                            f"{type(e).__name__}: {e}") from e
+                    if new is None:
+                        state.pop(key, None)
+                    else:
+                        state[key] = new
+                    if outputs:
+                        extend(outputs)
             if emitted:
                 out.give_batch(cap, emitted)
         return apply
-    return _stateful([stream], [None], control, name, bins, make_apply)
+    return _stateful([stream], [None], control, name, bins, make_apply, eager=True)
 
 
 def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
@@ -283,12 +305,11 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
 
         def apply(t, cap, entries, bins_due):
             per_bin: dict[int, list] = {}
-            for i, groups in entries:
-                for _target, b, records in groups:
-                    lists = per_bin.get(b)
-                    if lists is None:
-                        lists = per_bin[b] = [[] for _ in range(inputs)]
-                    lists[i].extend(records)
+            for i, b, records in entries:
+                lists = per_bin.get(b)
+                if lists is None:
+                    lists = per_bin[b] = [[] for _ in range(inputs)]
+                lists[i].extend(records)
             for b in bins_due:
                 bin = bins_.get(b)
                 due = bin.pending.pop(t, None) if bin is not None else None
