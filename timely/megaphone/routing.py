@@ -38,7 +38,8 @@ from .control import ControlError, UnknownWorker, bootstraps, compile_configurat
 log = logging.getLogger("timely.megaphone")
 
 
-def _first(record: tuple) -> int:
+def first(record: tuple) -> int:
+    """The target worker of a message between F and S: its first field."""
     return record[0]
 
 
@@ -94,7 +95,7 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
     data_out, data_stream = builder.new_output()
     state_out, state_stream = builder.new_output()
     boot_out, boot_stream = builder.new_output()
-    boot_in = builder.new_input(boot_stream, Direct(_first), connection=[[], [ident], []])
+    boot_in = builder.new_input(boot_stream, Direct(first), connection=[[], [ident], []])
 
     me = worker.index
     nbins = 1 << k

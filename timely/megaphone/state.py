@@ -38,7 +38,7 @@ from ..dataflow.channels import Direct
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
 from .bins import DEFAULT_BINS, RoutingTable, bin_shift
-from .routing import build_router
+from .routing import build_router, first
 
 log = logging.getLogger("timely.megaphone")
 
@@ -170,8 +170,8 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
               for i, (s, key) in enumerate(zip(streams, keys))]
 
     builder = scope.operator(name)
-    data_ins = [builder.new_input(data, Direct(_first_of)) for data, _ in routed]
-    state_in = builder.new_input(routed[0][1], Direct(_first_of))
+    data_ins = [builder.new_input(data, Direct(first)) for data, _ in routed]
+    state_in = builder.new_input(routed[0][1], Direct(first))
     out, result = builder.new_output()
     frontiers = [p.frontier for p in data_ins] + [state_in.frontier]
     stash: dict[Any, list] = {}
@@ -253,10 +253,6 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     worker.stateful_states.append(states)
     result.connect_loop(handle)     # F only reads its frontier (and drains what it gets)
     return result
-
-
-def _first_of(record: tuple) -> int:
-    return record[0]
 
 
 def _missing_bin(states: BinStates, b: int) -> StatefulError:
