@@ -7,7 +7,8 @@ they cannot drift apart. A Cython twin that is not importable makes its tests FA
 skipped on purpose, in which case those tests are skipped with that reason.
 
 A test module may set ``TWIN_NEEDS = ("ChangeBatch",)`` (say) to fail only when a class
-it actually uses is missing; the default is all three.
+it actually uses is missing; the default is all three. Megaphone's hash twins come the
+same way (fixtures ``bins_twin`` and ``compiled_bins``, ``TWIN_NEEDS = ("bins",)``).
 
 Hypothesis: profile "ci" (the default) and "nightly" (many more cases), selected by
 ``HYPOTHESIS_PROFILE``; both derandomized with no example database, so a CI run is
@@ -68,6 +69,25 @@ def _load_twin(name: str) -> SimpleNamespace:
 _TWINS = {name: _load_twin(name) for name in ("python", "cython")}
 
 
+def _load_bins_twin(name: str) -> SimpleNamespace:
+    """Megaphone's hot path: ``stable_hash64`` and ``group_by_bin`` of twin ``name``;
+    ``missing`` is keyed ``"bins"`` (list it in a module's ``TWIN_NEEDS``)."""
+    from timely.megaphone import bins
+    if name == "python":
+        return SimpleNamespace(name=name, missing={}, stable_hash64=bins.py_stable_hash64,
+                               group_by_bin=bins.py_group_by_bin)
+    try:
+        compiled = importlib.import_module("timely.megaphone._cbins")
+    except Exception as exc:  # noqa: BLE001 - the reason is what we report
+        return SimpleNamespace(name=name, stable_hash64=None, group_by_bin=None,
+                               missing={"bins": f"import timely.megaphone._cbins: {type(exc).__name__}: {exc}"})
+    return SimpleNamespace(name=name, missing={}, stable_hash64=compiled.stable_hash64,
+                           group_by_bin=compiled.group_by_bin)
+
+
+_BINS_TWINS = {name: _load_bins_twin(name) for name in ("python", "cython")}
+
+
 def _needs(item) -> tuple[str, ...]:
     module = getattr(item, "module", None)
     return tuple(getattr(module, "TWIN_NEEDS", TWIN_CLASSES))
@@ -88,16 +108,16 @@ def _missing_for(item) -> list[str]:
 
 def _uses_cython(item) -> bool:
     callspec = getattr(item, "callspec", None)
-    if callspec is not None and callspec.params.get("twin") == "cython":
+    if callspec is not None and "cython" in (callspec.params.get("twin"), callspec.params.get("bins_twin")):
         return True
-    return "both_twins" in getattr(item, "fixturenames", ())
+    return bool({"both_twins", "compiled_bins"} & set(getattr(item, "fixturenames", ())))
 
 
 def pytest_collection_modifyitems(config, items):
     """With TIMELY_NO_CYTHON=1, skip the Cython-twin tests whose classes are not built."""
     if not NO_CYTHON:
         return
-    missing = _TWINS["cython"].missing
+    missing = {**_TWINS["cython"].missing, **_BINS_TWINS["cython"].missing}
     for item in items:
         if _uses_cython(item):
             absent = [c for c in _needs(item) if c in missing]
@@ -126,6 +146,18 @@ def twin(request) -> SimpleNamespace:
 def both_twins() -> tuple[SimpleNamespace, SimpleNamespace]:
     """(python twin, cython twin), for tests that run both on the same inputs."""
     return _TWINS["python"], _TWINS["cython"]
+
+
+@pytest.fixture(scope="session", params=["python", "cython"])
+def bins_twin(request) -> SimpleNamespace:
+    """``stable_hash64`` and ``group_by_bin`` of one twin (``bins_twin.name``)."""
+    return _BINS_TWINS[request.param]
+
+
+@pytest.fixture(scope="session")
+def compiled_bins() -> SimpleNamespace:
+    """The compiled twin of ``stable_hash64`` / ``group_by_bin``, to compare with the pure one."""
+    return _BINS_TWINS["cython"]
 
 
 @pytest.fixture(scope="session")

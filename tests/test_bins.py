@@ -17,7 +17,6 @@ noticed) unless ``TIMELY_NO_CYTHON=1`` says it was skipped on purpose: then they
 from __future__ import annotations
 
 import enum
-import importlib
 import math
 import os
 import struct
@@ -31,37 +30,10 @@ from timely.megaphone import bins
 from timely.megaphone.bins import (MASK, RoutingTable, bin_of, bin_shift, py_group_by_bin,
                                    py_stable_hash64)
 
-NO_CYTHON = os.environ.get("TIMELY_NO_CYTHON") == "1"
 PURE_ONLY = os.environ.get("TIMELY_PURE_PYTHON", "") in ("1", "true", "yes")
-
-try:
-    _CBINS = importlib.import_module("timely.megaphone._cbins")
-    _CBINS_MISSING = ""
-except Exception as exc:  # noqa: BLE001 - the reason is what we report
-    _CBINS = None
-    _CBINS_MISSING = f"import timely.megaphone._cbins: {type(exc).__name__}: {exc}"
-
-
-def compiled():
-    """The compiled twin; FAILS the test when it is not importable, or skips it when
-    ``TIMELY_NO_CYTHON=1`` (the build was skipped on purpose)."""
-    if _CBINS is not None:
-        return _CBINS
-    if NO_CYTHON:
-        pytest.skip("TIMELY_NO_CYTHON=1: Cython twin of timely.megaphone.bins not built")
-    pytest.fail("Cython twin not importable (set TIMELY_NO_CYTHON=1 to skip on purpose): "
-                + _CBINS_MISSING, pytrace=False)
-
-
-def hash_of(impl: str):
-    return py_stable_hash64 if impl == "python" else compiled().stable_hash64
-
-
-def group_of(impl: str):
-    return py_group_by_bin if impl == "python" else compiled().group_by_bin
-
-
-IMPLS = ["python", "cython"]
+# conftest fails the compiled-twin tests when it is not importable, or skips them when
+# TIMELY_NO_CYTHON=1 says the build was left out on purpose.
+TWIN_NEEDS = ("bins",)
 
 
 def outcome(fn, *args):
@@ -124,8 +96,8 @@ keys = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4).map(tuple
 
 # ---- stable_hash64: the twins agree --------------------------------------------------
 @given(keys)
-def test_hash_twins_agree(key):
-    h = compiled().stable_hash64(key)
+def test_hash_twins_agree(compiled_bins, key):
+    h = compiled_bins.stable_hash64(key)
     assert type(h) is int and 0 <= h <= MASK
     assert h == py_stable_hash64(key), key
 
@@ -133,8 +105,8 @@ def test_hash_twins_agree(key):
 @pytest.mark.parametrize("key", EDGE_INTS + HUGE_INTS + EDGE_FLOATS
                          + [True, False, None, "", b"", (), ((),), (HUGE_INTS[0], (HUGE_INTS[1],))],
                          ids=key_id)
-def test_hash_twins_agree_on_edges(key):
-    assert compiled().stable_hash64(key) == py_stable_hash64(key)
+def test_hash_twins_agree_on_edges(compiled_bins, key):
+    assert compiled_bins.stable_hash64(key) == py_stable_hash64(key)
 
 
 class _Str(str):
@@ -160,37 +132,35 @@ UNSUPPORTED = [[1], [], {}, {1: 2}, {1}, frozenset(), object(), _Key(), bytearra
 
 
 @pytest.mark.parametrize("key", UNSUPPORTED, ids=lambda k: type(k).__name__)
-def test_unsupported_keys_raise_the_same_type_error(key):
+def test_unsupported_keys_raise_the_same_type_error(bins_twin, key):
     # Exact types only: a str or int subclass may override __eq__ or __str__.
     bad = key
     while type(bad) is tuple:
         bad = next(item for item in bad if type(item) is not int)
     message = (f"cannot hash a {type(bad).__name__} as a key: keys must be int, float, str, "
                f"bytes, None or tuples of them")
-    for impl in IMPLS:
-        with pytest.raises(TypeError) as info:
-            hash_of(impl)(key)
-        assert str(info.value) == message, impl
+    with pytest.raises(TypeError) as info:
+        bins_twin.stable_hash64(key)
+    assert str(info.value) == message
 
 
-def test_lone_surrogate_raises_the_same_unicode_error():
+def test_lone_surrogate_raises_the_same_unicode_error(compiled_bins):
     expected = outcome(py_stable_hash64, "a\ud800")
     assert expected[0] is UnicodeEncodeError
-    assert outcome(compiled().stable_hash64, "a\ud800") == expected
-    assert outcome(compiled().stable_hash64, ("x", "\udfff")) == outcome(py_stable_hash64, ("x", "\udfff"))
+    assert outcome(compiled_bins.stable_hash64, "a\ud800") == expected
+    assert outcome(compiled_bins.stable_hash64, ("x", "\udfff")) == outcome(py_stable_hash64, ("x", "\udfff"))
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-def test_deeply_nested_tuple_raises_recursion_error(impl):
+def test_deeply_nested_tuple_raises_recursion_error(bins_twin):
     deep = ()
     for _ in range(100_000):
         deep = (deep,)
     with pytest.raises(RecursionError):
-        hash_of(impl)(deep)
+        bins_twin.stable_hash64(deep)
     shallow = ()
     for _ in range(50):
         shallow = (shallow,)
-    assert hash_of(impl)(shallow) == py_stable_hash64(shallow)
+    assert bins_twin.stable_hash64(shallow) == py_stable_hash64(shallow)
 
 
 # ---- stable_hash64: the documented rules (both twins) --------------------------------
@@ -209,9 +179,8 @@ def _spec_fnv(data):
     return h
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-def test_hash_follows_the_documented_rules(impl):
-    h = hash_of(impl)
+def test_hash_follows_the_documented_rules(bins_twin):
+    h = bins_twin.stable_hash64
     # Standard vectors: FNV-1a 64 and the splitmix64 stream from seed 0.
     assert _spec_fnv(b"a") == 0xAF63DC4C8601EC8C and _spec_fnv(b"foobar") == 0x85944171F73967E8
     assert h(None) == _spec_mix(0x9E3779B97F4A7C15) == 0xE220A8397B1DCDAF
@@ -234,11 +203,10 @@ def test_hash_follows_the_documented_rules(impl):
         assert h(t) == _spec_mix(acc)
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-def test_big_int_hash_ignores_the_int_str_digits_limit(impl):
+def test_big_int_hash_ignores_the_int_str_digits_limit(bins_twin):
     """``sys.set_int_max_str_digits`` is a per-process setting: the hash must not
     depend on it (nor fail because of it)."""
-    h = hash_of(impl)
+    h = bins_twin.stable_hash64
     huge = [10**5000, -(3**20000), 2**20000 + 1]
     old = sys.get_int_max_str_digits()
     try:
@@ -261,8 +229,8 @@ def test_pure_twin_does_not_call_the_compiled_one(monkeypatch):
     assert py_group_by_bin([((1, 2.0), 0)], None, 8) == {py_stable_hash64((1, 2)) >> 56: [((1, 2.0), 0)]}
 
 
-def test_the_module_uses_the_compiled_twin():
-    c = compiled()
+def test_the_module_uses_the_compiled_twin(compiled_bins):
+    c = compiled_bins
     if PURE_ONLY:
         assert bins.IMPLEMENTATION == "python"
     else:
@@ -309,10 +277,9 @@ KNOWN = [
 ]
 
 
-@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("key,expected", KNOWN, ids=[key_id(k) for k, _ in KNOWN])
-def test_known_answers(impl, key, expected):
-    assert hash_of(impl)(key) == expected
+def test_known_answers(bins_twin, key, expected):
+    assert bins_twin.stable_hash64(key) == expected
 
 
 # ---- group_by_bin --------------------------------------------------------------------
@@ -340,36 +307,35 @@ skewed = st.lists(st.tuples(st.sampled_from(["a", "b", 7, None, (1, 2)]), st.int
 
 
 @given(st.one_of(record_lists, skewed), st.sampled_from(KS))
-def test_group_by_bin_twins_agree(records, k):
-    got = compiled().group_by_bin(records, None, k)
+def test_group_by_bin_twins_agree(compiled_bins, records, k):
+    got = compiled_bins.group_by_bin(records, None, k)
     assert_same_groups(got, py_group_by_bin(records, None, k))
     check_groups(got, records, None, k)
 
 
 @given(st.lists(st.fixed_dictionaries({"id": keys, "n": st.integers()}), max_size=40),
        st.sampled_from(KS))
-def test_group_by_bin_twins_agree_with_a_key_function(records, k):
+def test_group_by_bin_twins_agree_with_a_key_function(compiled_bins, records, k):
     def key(r):
         return r["id"]
-    got = compiled().group_by_bin(records, key, k)
+    got = compiled_bins.group_by_bin(records, key, k)
     assert_same_groups(got, py_group_by_bin(records, key, k))
     check_groups(got, records, key, k)
 
 
 @given(st.lists(st.lists(keys, min_size=1, max_size=3), max_size=30), st.sampled_from(KS + [3, 64]))
-def test_group_by_bin_twins_agree_on_list_records_and_any_container(records, k):
+def test_group_by_bin_twins_agree_on_list_records_and_any_container(compiled_bins, records, k):
     """Records that are not tuples (``record[0]`` by subscription), in a list or tuple."""
     for container in (records, tuple(records)):
-        got = compiled().group_by_bin(container, None, k)
+        got = compiled_bins.group_by_bin(container, None, k)
         assert_same_groups(got, py_group_by_bin(container, None, k))
     strings = ["".join(map(str, r)) or "x" for r in records]     # record[0]: a character
-    assert_same_groups(compiled().group_by_bin(strings, None, k), py_group_by_bin(strings, None, k))
+    assert_same_groups(compiled_bins.group_by_bin(strings, None, k), py_group_by_bin(strings, None, k))
 
 
-@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("k", KS + [64])
-def test_group_by_bin_empty_and_k_zero(impl, k):
-    group = group_of(impl)
+def test_group_by_bin_empty_and_k_zero(bins_twin, k):
+    group = bins_twin.group_by_bin
     assert group([], None, k) == {} and group((), len, k) == {}
     records = [("a", 1), ("b", 2), ("a", 3)]
     if k == 0:
@@ -392,8 +358,8 @@ class _Exploding:
 
 
 @pytest.mark.parametrize("k", [1, 8, 16])
-def test_group_by_bin_propagates_key_and_record_errors(k):
-    c = compiled()
+def test_group_by_bin_propagates_key_and_record_errors(compiled_bins, k):
+    c = compiled_bins
 
     def key(r):
         if r[1] == 2:
@@ -410,10 +376,10 @@ def test_group_by_bin_propagates_key_and_record_errors(k):
         assert outcome(c.group_by_bin, bad, None, k) == expected
 
 
-def test_group_by_bin_k_zero_and_odd_k_match_the_pure_twin():
+def test_group_by_bin_k_zero_and_odd_k_match_the_pure_twin(compiled_bins):
     """With k=0 neither twin computes a key; a k outside 1..64 does what the pure
     twin's Python arithmetic does."""
-    c = compiled()
+    c = compiled_bins
 
     def key(r):
         raise Boom("called")
@@ -424,10 +390,9 @@ def test_group_by_bin_k_zero_and_odd_k_match_the_pure_twin():
         assert outcome(c.group_by_bin, ok, None, k) == outcome(py_group_by_bin, ok, None, k), k
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-def test_ten_thousand_strings_fill_256_bins(impl):
+def test_ten_thousand_strings_fill_256_bins(bins_twin):
     records = [(f"key-{i}", 1) for i in range(10_000)]
-    groups = group_of(impl)(records, None, 8)
+    groups = bins_twin.group_by_bin(records, None, 8)
     assert sorted(groups) == list(range(256))           # no bin empty
     sizes = [len(g) for g in groups.values()]
     assert sum(sizes) == 10_000 and max(sizes) < 3 * 10_000 / 256
