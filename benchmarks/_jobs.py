@@ -47,7 +47,20 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import timely  # noqa: E402
 from timely import Exchange  # noqa: E402
+from timely.megaphone.state import apply_fold  # noqa: E402
 from wordcount import add, count_words, pairs, running_counts  # noqa: E402
+
+
+def paced_arguments(duration: float) -> argparse.ArgumentParser:
+    """The options of a job that injects with ``paced_epochs``: ``--duration`` (seconds;
+    default ``duration``), ``--rate``, ``--words`` per line, ``--keys``, ``--output``."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--duration", type=float, default=duration)
+    parser.add_argument("--rate", type=float, default=100.0, help="epochs (lines) per second")
+    parser.add_argument("--words", type=int, default=100)
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--output")
+    return parser
 
 
 def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None, on_step=None):
@@ -88,12 +101,7 @@ def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None
 
 
 def latency(argv):
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--duration", type=float, default=40.0)
-    parser.add_argument("--rate", type=float, default=100.0, help="epochs (lines) per second")
-    parser.add_argument("--words", type=int, default=100)
-    parser.add_argument("--keys", type=int, default=1000)
-    parser.add_argument("--output")
+    parser = paced_arguments(duration=40.0)
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
     rng = random.Random(11)
@@ -391,18 +399,13 @@ def migration(argv):
     more seconds (at most ``--max-seconds`` in all). It writes the per-epoch latencies,
     the migration markers (``MigrationTracker``) and the digest of what it injected to
     ``--output``; every worker (joiners too) prints its final state (``report_state``)."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--duration", type=float, default=0.0)
-    parser.add_argument("--rate", type=float, default=100.0, help="epochs (lines) per second")
-    parser.add_argument("--words", type=int, default=100)
-    parser.add_argument("--keys", type=int, default=1000)
+    parser = paced_arguments(duration=0.0)
     parser.add_argument("--bins", type=int, default=256)
     parser.add_argument("--load", type=int, default=0, help="distinct keys loaded first")
     parser.add_argument("--load-batch", type=int, default=100_000)
     parser.add_argument("--joins", type=int, default=0, help="migrations to wait for")
     parser.add_argument("--tail", type=float, default=0.0)
     parser.add_argument("--max-seconds", type=float, default=300.0)
-    parser.add_argument("--output")
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
     logging.basicConfig(level=logging.WARNING, format="%(created).6f %(name)s: %(message)s")
@@ -489,17 +492,8 @@ def exchange_running_counts(lines, name="ExchangeCount"):
             waiting.append(batch)
         for cap in notificator:
             emitted: list = []
-            extend = emitted.extend
-            get = state.get
             for batch in stash.pop(cap.time, ()):
-                for key, value in batch:
-                    new, outputs = add(key, value, get(key))
-                    if new is None:
-                        state.pop(key, None)
-                    else:
-                        state[key] = new
-                    if outputs:
-                        extend(outputs)
+                apply_fold(add, state, batch, emitted.extend, name, cap.time)
             if emitted:
                 output.give_batch(cap, emitted)
             cap.drop()

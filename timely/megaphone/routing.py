@@ -192,13 +192,12 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
                 if moving:
                     shipped = [(new[b], b) + states.take(b).to_wire() for b in moving]
                     state_out.give_batch(cap, shipped)
-                    states.note_sent(c, shipped)
-                    log.info("%s: worker %d ships %d bins (%d keys) at %s", name, me, len(moving),
-                             sum(len(s[2]) for s in shipped), c)
+                    keys = sum(len(s[2]) for s in shipped)
+                    states.shipped.append((c, len(moving), keys))
+                    log.info("%s: worker %d ships %d bins (%d keys) at %s", name, me, len(moving), keys, c)
             if cap is not None:
                 cap.drop()
             configs.pop(0)
-        states.active_time = configs[0][0]
 
     def read_data() -> None:
         ready = router.bootstrapped

@@ -76,7 +76,6 @@ class BinStates:
         self.worker_index = worker_index
         self.bins: dict[int, Bin] = {b: Bin() for b in bins}
         self.routers: list = []          # the F operators feeding this state
-        self.active_time: Any = None     # time of the configuration in force
         self.shipped: list[tuple[Any, int, int]] = []    # (time, bins, keys) sent away
         self.received: list[tuple[Any, int, int]] = []   # (time, bins, keys) taken in
 
@@ -92,9 +91,6 @@ class BinStates:
             raise StatefulError(f"{self.name}: worker {self.worker_index} received bin {b}, "
                                 f"which it already holds")
         self.bins[b] = bin
-
-    def note_sent(self, time: Any, shipped: list) -> None:
-        self.shipped.append((time, len(shipped), sum(len(s[2]) for s in shipped)))
 
     def keys(self) -> int:
         """Keys held here, over every bin."""
@@ -260,6 +256,27 @@ def _missing_bin(states: BinStates, b: int) -> StatefulError:
                          f"which it does not hold (routing and state disagree)")
 
 
+def apply_fold(fold: Callable[[Any, Any, Any], tuple], state: dict, records: Iterable,
+               emit: Callable[[Iterable], Any], name: str, time: Any) -> None:
+    """Apply ``fold`` to each ``(key, value)`` of ``records`` against ``state`` (key ->
+    state; a None result deletes the key), passing each record's outputs to ``emit``.
+    A failing fold raises StatefulError naming ``name``, the key and ``time``; that
+    record's state is left as it was."""
+    get = state.get
+    for key, value in records:
+        try:
+            new, outputs = fold(key, value, get(key))
+        except Exception as e:
+            raise StatefulError(f"{name}: fold failed for key {key!r} at time {time!r}: "
+                                f"{type(e).__name__}: {e}") from e
+        if new is None:
+            state.pop(key, None)
+        else:
+            state[key] = new
+        if outputs:
+            emit(outputs)
+
+
 def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], control: Optional[Stream] = None,
                   name: str = "StateMachine", bins: int = DEFAULT_BINS) -> Stream:
     """Apply ``fold(key, value, state) -> (new_state, outputs)`` to each ``(key, value)``
@@ -276,19 +293,7 @@ def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], contro
                 bin = bins_.get(b)
                 if bin is None:
                     raise _missing_bin(states, b)
-                state = bin.state
-                for key, value in records:
-                    try:
-                        new, outputs = fold(key, value, state.get(key))
-                    except Exception as e:
-                        raise StatefulError(f"{name}: fold failed for key {key!r} at time {t!r}: "
-                                            f"{type(e).__name__}: {e}") from e
-                    if new is None:
-                        state.pop(key, None)
-                    else:
-                        state[key] = new
-                    if outputs:
-                        extend(outputs)
+                apply_fold(fold, bin.state, records, extend, name, t)
             if emitted:
                 out.give_batch(cap, emitted)
         return apply
