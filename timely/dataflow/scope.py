@@ -123,6 +123,11 @@ class Scope:
         from .operators import to_stream
         return to_stream(self, records)
 
+    def kafka_source(self, brokers: Any, topics: Any, **options: Any):
+        """A stream of Kafka topics' events at their epochs; see timely.connectors.kafka."""
+        from ..connectors.kafka import kafka_source
+        return kafka_source(self, brokers, topics, **options)
+
     def __repr__(self) -> str:
         return f"Scope({self.name!r}, path={self.path})"
 

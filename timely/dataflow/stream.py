@@ -137,5 +137,18 @@ class Stream:
         from ..megaphone import state
         return state.stateful_binary(self, other, control, key1, key2, name, logic, bins)
 
+    # ---- Kafka (timely.connectors.kafka) ----------------------------------------------------
+    def kafka_sink(self, brokers: Any, topic: str, **options: Any) -> "Stream":
+        """Write this stream's records to ``topic`` by epoch, each epoch followed by its
+        markers; the result's frontier passes an epoch once the broker acknowledged it."""
+        from ..connectors import kafka
+        return kafka.kafka_sink(self, brokers, topic, **options)
+
+    def kafka_commit(self, *sources: "Stream") -> None:
+        """Commit the offsets of ``sources`` (kafka_source streams) as this stream's
+        frontier passes their epochs."""
+        from ..connectors import kafka
+        kafka.kafka_commit(self, *sources)
+
     def __repr__(self) -> str:
         return f"Stream({self.scope.name!r}, {self.source})"

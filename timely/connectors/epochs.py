@@ -1,0 +1,300 @@
+"""The epoch contract between Kafka writers and readers (Spark jobs, dataflows, anyone).
+
+A data record carries its epoch in the header ``epoch`` (decimal ASCII). After all of an
+epoch's records in a partition, its writer appends one epoch-end marker to that
+partition: headers ``epoch`` and ``marker: epoch_end``, an empty value, and (from
+pytimely's writers) ``offsets: "<first>-<end>"``, the offsets ``[first, end)`` that hold
+the epoch's records in this partition. Epochs in a partition never go back.
+
+A reader trusts markers, never the broker's end offsets: an epoch of a partition is
+complete when its marker has been read, and only then are its records handed on. The
+offset range makes replays harmless: records of an epoch that a crashed writer left
+half-written (no marker), or that a retried writer wrote again, fall outside the range
+of the marker that completes the epoch and are dropped (and counted). A record or marker
+of an epoch already complete in its partition is a replay and is dropped; one of an
+epoch *before* that is the contract broken, and an ``EpochOrderError``.
+
+Optional header ``rows: N``: the value is an array of N events, not one event (a writer
+may pack events to go past the per-record cost of Kafka clients; see FACTS.md).
+
+``PartitionEpochs`` is one partition's reader state: ``record`` is O(1) per record, a
+marker costs O(records of its epoch). ``Format`` (de)serializes values: ``json`` (the
+default, orjson) and ``msgpack``; ``loads_many`` decodes a whole list of values at once.
+
+>>> p = PartitionEpochs("clicks", 0)
+>>> p.record(0, [("epoch", b"3")], b'{"user": 1}')
+[]
+>>> p.record(1, marker_headers(3, 0, 1), b"")
+[(3, [(0, b'{"user": 1}', None)])]
+>>> p.completed, p.bound(), p.commit_offset()
+(3, 4, 2)
+>>> JSON.decode([b'{"user": 1}', b'[2, 3]'], [None, 2], "clicks", 0, [0, 1])
+[{'user': 1}, 2, 3]
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
+
+import msgpack
+import orjson
+
+EPOCH = "epoch"
+MARKER = "marker"
+EPOCH_END = b"epoch_end"
+OFFSETS = "offsets"
+ROWS = "rows"
+
+Headers = Optional[Sequence[tuple[str, Optional[bytes]]]]
+
+
+class ContractError(ValueError):
+    """A record that breaks the epoch contract; names its topic, partition and offset."""
+
+    def __init__(self, topic: str, partition: int, offset: int, problem: str) -> None:
+        super().__init__(f"{topic}[{partition}] offset {offset}: {problem}")
+        self.topic, self.partition, self.offset = topic, partition, offset
+
+
+class EpochOrderError(ContractError):
+    """A record or marker whose epoch goes back in time in its partition."""
+
+
+class DecodeError(ContractError):
+    """A value that does not decode with the configured format."""
+
+
+def data_headers(epoch: int, rows: Optional[int] = None) -> list[tuple[str, bytes]]:
+    """The headers of a data record of ``epoch`` (holding ``rows`` events if packed).
+
+    >>> data_headers(12), data_headers(3, rows=100)
+    ([('epoch', b'12')], [('epoch', b'3'), ('rows', b'100')])
+    """
+    headers = [(EPOCH, str(epoch).encode())]
+    if rows is not None:
+        headers.append((ROWS, str(rows).encode()))
+    return headers
+
+
+def marker_headers(epoch: int, first: Optional[int] = None, end: Optional[int] = None) -> list[tuple[str, bytes]]:
+    """The headers of the epoch-end marker of ``epoch``, naming offsets ``[first, end)``.
+
+    >>> marker_headers(4, 10, 20)
+    [('epoch', b'4'), ('marker', b'epoch_end'), ('offsets', b'10-20')]
+    """
+    headers = [(EPOCH, str(epoch).encode()), (MARKER, EPOCH_END)]
+    if first is not None:
+        headers.append((OFFSETS, f"{first}-{end}".encode()))
+    return headers
+
+
+# ---- one partition's reader state ---------------------------------------------------------
+class PartitionEpochs:
+    """What a reader knows of one partition: the last complete epoch, the records of
+    epochs not yet complete, and where a consumer group may commit."""
+
+    __slots__ = ("topic", "partition", "completed", "pending", "last_epoch", "commit_points",
+                 "duplicates", "orphans", "position")
+
+    def __init__(self, topic: str, partition: int, completed: Optional[int] = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        #: the last epoch whose marker was read (None: none yet)
+        self.completed = completed
+        #: epoch -> [(offset, value, rows)] of records read but not yet complete
+        self.pending: dict[int, list] = {}
+        self.last_epoch: Optional[int] = completed
+        #: (epoch, offset after its marker), oldest first, not yet handed to ``commit_upto``
+        self.commit_points: list[tuple[int, int]] = []
+        self.duplicates = 0
+        self.orphans = 0
+        self.position: Optional[int] = None
+
+    def bound(self) -> Optional[int]:
+        """No epoch below this will still complete here (None: nothing read yet)."""
+        if self.pending:
+            return min(self.pending)
+        return None if self.completed is None else self.completed + 1
+
+    def _fail(self, offset: int, problem: str, cls: type = ContractError) -> None:
+        raise cls(self.topic, self.partition, offset, problem)
+
+    def _epoch(self, offset: int, raw: Optional[bytes]) -> int:
+        if raw is None or not raw.isdigit():
+            self._fail(offset, f"header 'epoch' must be a decimal epoch, got {raw!r}")
+        return int(raw)
+
+    def record(self, offset: int, headers: Headers, value: Optional[bytes]) -> list[tuple[int, list]]:
+        """Take the record at ``offset``; returns the epochs it completed, each as
+        ``(epoch, [(offset, value, rows), ...])`` in offset order."""
+        self.position = offset + 1
+        epoch_raw = marker = offsets = rows = None
+        for name, raw in headers or ():
+            if name == EPOCH:
+                epoch_raw = raw
+            elif name == MARKER:
+                marker = raw
+            elif name == OFFSETS:
+                offsets = raw
+            elif name == ROWS:
+                rows = raw
+        if epoch_raw is None:
+            self._fail(offset, "record has no 'epoch' header (is the topic written by the epoch "
+                               "contract? use epochs='ingestion' for topics without markers)")
+        epoch = self._epoch(offset, epoch_raw)
+        completed = self.completed
+        if marker is None:
+            if completed is not None and epoch <= completed:
+                if epoch < completed:
+                    self._fail(offset, f"record of epoch {epoch} after epoch {completed} was complete",
+                               EpochOrderError)
+                self.duplicates += 1        # a replay of the epoch just completed
+                return []
+            if self.last_epoch is not None and epoch < self.last_epoch:
+                self._fail(offset, f"record of epoch {epoch} after a record of epoch {self.last_epoch}",
+                           EpochOrderError)
+            self.last_epoch = epoch
+            n = None
+            if rows is not None:
+                if not rows.isdigit():
+                    self._fail(offset, f"header 'rows' must be a count, got {rows!r}")
+                n = int(rows)
+            found = self.pending.get(epoch)
+            if found is None:
+                self.pending[epoch] = [(offset, value, n)]
+            else:
+                found.append((offset, value, n))
+            return []
+        if marker != EPOCH_END:
+            self._fail(offset, f"unknown marker {marker!r} (expected {EPOCH_END!r})")
+        if completed is not None and epoch <= completed:
+            if epoch < completed:
+                self._fail(offset, f"marker of epoch {epoch} after epoch {completed} was complete: "
+                                   "the marker goes back in time", EpochOrderError)
+            self.duplicates += 1
+            return []
+        first = end = None
+        if offsets is not None:
+            try:
+                a, b = offsets.split(b"-")
+                first, end = int(a), int(b)
+            except ValueError:
+                self._fail(offset, f"header 'offsets' must be '<first>-<end>', got {offsets!r}")
+        done = []
+        for e in sorted(k for k in self.pending if k <= epoch):
+            records = self.pending.pop(e)
+            if first is not None:
+                # The marker names exactly its epoch's records; anything else left pending
+                # was written by a writer that crashed before its marker.
+                kept = [r for r in records if e == epoch and first <= r[0] < end]
+                self.orphans += len(records) - len(kept)
+                records = kept
+            if records:
+                done.append((e, records))
+        self.completed = epoch
+        self.last_epoch = epoch
+        self.commit_points.append((epoch, offset + 1))
+        return done
+
+    def commit_offset(self, upto: Optional[int] = None) -> Optional[int]:
+        """The offset to commit once every epoch ``<= upto`` (default: all complete ones)
+        has been processed: just past the last such marker; None if there is none."""
+        found = None
+        for epoch, after in self.commit_points:
+            if upto is not None and epoch > upto:
+                break
+            found = after
+        return found
+
+    def forget_commits(self, upto: int) -> None:
+        """Drop the commit points of epochs ``<= upto`` (they were committed)."""
+        self.commit_points = [p for p in self.commit_points if p[0] > upto]
+
+
+# ---- value formats ------------------------------------------------------------------------
+class Format:
+    """A value (de)serializer: ``dumps(event) -> bytes`` and ``loads(bytes) -> event``;
+    ``decode`` takes a batch of values at once (packed ones flattened)."""
+
+    def __init__(self, name: str, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any],
+                 loads_array: Optional[Callable[[list[bytes]], list]] = None) -> None:
+        self.name = name
+        self.dumps = dumps
+        self.loads = loads
+        self._loads_array = loads_array
+
+    def dumps_many(self, events: list) -> bytes:
+        """One value holding ``events`` (a record with header ``rows: len(events)``)."""
+        return self.dumps(events)
+
+    def decode(self, values: list, rows: list, topic: str, partition: int, offsets: list) -> list:
+        """The events in ``values`` (``rows[i]`` not None: value i packs that many)."""
+        if self._loads_array is not None and not any(r is not None for r in rows):
+            try:
+                return self._loads_array(values)
+            except Exception:  # noqa: BLE001 - find the culprit record below
+                pass
+        loads = self.loads
+        out: list = []
+        for value, n, offset in zip(values, rows, offsets):
+            try:
+                event = loads(value)
+            except Exception as exc:  # noqa: BLE001 - any decoder error is the record's
+                raise DecodeError(topic, partition, offset,
+                                  f"value does not decode as {self.name}: {type(exc).__name__}: {exc}; "
+                                  f"value starts {bytes(value or b'')[:40]!r}") from None
+            if n is None:
+                out.append(event)
+            elif isinstance(event, list) and len(event) == n:
+                out.extend(event)
+            else:
+                raise DecodeError(topic, partition, offset,
+                                  f"header 'rows: {n}' but the value holds "
+                                  f"{len(event) if isinstance(event, list) else 'no array'}")
+        return out
+
+    def __repr__(self) -> str:
+        return f"Format({self.name!r})"
+
+
+def _json_array(values: list[bytes]) -> list:
+    # One parse for the whole batch: the per-call overhead is most of a small record's cost.
+    return orjson.loads(b"[" + b",".join(values) + b"]")
+
+
+def _msgpack_loads(value: bytes) -> Any:
+    return msgpack.unpackb(value, raw=False, strict_map_key=False)
+
+
+JSON = Format("json", orjson.dumps, orjson.loads, _json_array)
+MSGPACK = Format("msgpack", msgpack.packb, _msgpack_loads)
+RAW = Format("raw", bytes, bytes)
+FORMATS = {f.name: f for f in (JSON, MSGPACK, RAW)}
+
+
+def format_of(spec: Union[str, Format]) -> Format:
+    """A Format by name (``json``, ``msgpack``, ``raw``), or the one given.
+
+    >>> format_of("msgpack").name
+    'msgpack'
+    >>> format_of("yaml")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown value format 'yaml': use one of json, msgpack, raw or a timely.connectors.epochs.Format
+    """
+    if isinstance(spec, Format):
+        return spec
+    found = FORMATS.get(spec)
+    if found is None:
+        raise ValueError(f"unknown value format {spec!r}: use one of {', '.join(FORMATS)} "
+                         f"or a timely.connectors.epochs.Format")
+    return found
+
+
+def complete_epochs(states: Iterable[PartitionEpochs]) -> Optional[int]:
+    """The last epoch complete in every one of ``states`` (None if some has none)."""
+    least = None
+    for state in states:
+        if state.completed is None:
+            return None
+        least = state.completed if least is None else min(least, state.completed)
+    return least
