@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: test run bench build clean
+.PHONY: test run demos bench build clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (set PYTHON=...)"; exit 2; }
@@ -30,7 +30,12 @@ bench: build
 	$(PY) benchmarks/barrier.py
 	$(PY) benchmarks/wordcount.py
 
+# The main job: Spark -> Kafka -> a growing pytimely cluster -> Kafka -> Spark's check,
+# on an embedded broker (Tansu from PyPI) and local Spark, both started and stopped here.
 run: build
+	$(PY) examples/pipeline/run.py
+
+demos: build
 	$(PY) examples/rescaling_demo.py
 	$(PY) examples/wordcount.py -w 2
 	$(PY) examples/wcc.py -w 2 --vertices 2000 --edges 1500 --epochs 5

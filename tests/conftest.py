@@ -187,3 +187,15 @@ def tansu():
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run (starting one takes seconds), with the
+    ``timely-kafka`` data source registered."""
+    from timely.connectors.spark import local_session
+    session = local_session("pytimely-tests")
+    try:
+        yield session
+    finally:
+        session.stop()

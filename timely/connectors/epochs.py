@@ -172,6 +172,10 @@ class PartitionEpochs:
                                    "the marker goes back in time", EpochOrderError)
             self.duplicates += 1
             return []
+        if self.last_epoch is not None and epoch < self.last_epoch:
+            # records of a later epoch were read: bound() already promised this epoch away
+            self._fail(offset, f"marker of epoch {epoch} after a record of epoch {self.last_epoch}: "
+                               "the marker goes back in time", EpochOrderError)
         first = end = None
         if offsets is not None:
             try:
@@ -216,23 +220,26 @@ class Format:
     ``decode`` takes a batch of values at once (packed ones flattened)."""
 
     def __init__(self, name: str, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any],
-                 loads_array: Optional[Callable[[list[bytes]], list]] = None) -> None:
+                 loads_array: Optional[Callable[[list[bytes]], list]] = None,
+                 dumps_many: Optional[Callable[[list], bytes]] = None) -> None:
         self.name = name
         self.dumps = dumps
         self.loads = loads
         self._loads_array = loads_array
-
-    def dumps_many(self, events: list) -> bytes:
-        """One value holding ``events`` (a record with header ``rows: len(events)``)."""
-        return self.dumps(events)
+        #: one value holding a list of events (a record with header ``rows: len(events)``)
+        self.dumps_many = dumps_many or dumps
 
     def decode(self, values: list, rows: list, topic: str, partition: int, offsets: list) -> list:
         """The events in ``values`` (``rows[i]`` not None: value i packs that many)."""
         if self._loads_array is not None and not any(r is not None for r in rows):
             try:
-                return self._loads_array(values)
+                events = self._loads_array(values)
             except Exception:  # noqa: BLE001 - find the culprit record below
                 pass
+            else:
+                # a bad value can still join into valid JSON (b"1,2" gives two events)
+                if len(events) == len(values):
+                    return events
         loads = self.loads
         out: list = []
         for value, n, offset in zip(values, rows, offsets):
@@ -267,7 +274,12 @@ def _msgpack_loads(value: bytes) -> Any:
 
 JSON = Format("json", orjson.dumps, orjson.loads, _json_array)
 MSGPACK = Format("msgpack", msgpack.packb, _msgpack_loads)
-RAW = Format("raw", bytes, bytes)
+def _raw_cannot_pack(events: list) -> bytes:
+    raise ValueError("value format 'raw' cannot pack several values into one record "
+                     "(rows_per_message / rowsPerMessage): use json or msgpack")
+
+
+RAW = Format("raw", bytes, bytes, dumps_many=_raw_cannot_pack)
 FORMATS = {f.name: f for f in (JSON, MSGPACK, RAW)}
 
 

@@ -1,0 +1,207 @@
+"""The Spark pipeline, end to end: `make run`.
+
+1. An embedded Kafka-protocol broker (Tansu, from PyPI) starts on 127.0.0.1, unless
+   ``--brokers`` names one.
+2. Spark (local) makes a raw clickstream with bad rows, cleans and enriches it
+   (``spark_jobs``), and writes it to the ``clicks`` topic one epoch at a time, each
+   epoch followed by its markers.
+3. Meanwhile a pytimely cluster (2 processes; a third joins after a third of the
+   epochs) reads ``clicks``, keeps per-page state that migrates to the joiner, and
+   writes per-epoch and running aggregates to the ``results`` topic (``dataflow.py``).
+4. Spark reads the results back with ``timely-kafka`` and checks them against its own
+   computation from the same events: exact equality per epoch, printed as a table.
+
+Prints what each stage did and how fast, and exits non-zero on any difference.
+
+    python examples/pipeline/run.py [--events 1000000 --epochs 10 --progress-mode kafka]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, HERE)
+
+import spark_jobs  # noqa: E402
+from timely.connectors.client import consumer_config, create_topics  # noqa: E402
+from timely.connectors.epochs import PartitionEpochs, complete_epochs  # noqa: E402
+from timely.launch import LocalCluster  # noqa: E402
+
+
+class EpochWatcher:
+    """Tails a topic and records when each epoch became complete in every partition
+    (what a reader of the results can see), by the markers."""
+
+    def __init__(self, brokers: str, topic: str, partitions: int) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+        self.consumer = Consumer(consumer_config(brokers, None, {"enable.partition.eof": False}))
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        self.states = {p: PartitionEpochs(topic, p) for p in range(partitions)}
+        self.completed_at: dict[int, float] = {}
+        self.error: Optional[BaseException] = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="results-watcher")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for m in self.consumer.consume(10_000, 0.05):
+                    if m.error() is None:
+                        self.states[m.partition()].record(m.offset(), m.headers(), m.value())
+                done = complete_epochs(self.states.values())
+                if done is not None:
+                    now = time.monotonic()
+                    for e in range(done + 1):
+                        self.completed_at.setdefault(e, now)
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
+            self.error = exc
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+        if self.error is not None:
+            raise self.error
+
+
+@dataclass
+class Report:
+    """What each stage did, how long it took, and what the check found."""
+    raw: int = 0
+    clean: int = 0
+    dropped: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+    written_at: dict = field(default_factory=dict)
+    completed_at: dict = field(default_factory=dict)
+    codes: list = field(default_factory=list)
+    cluster_log: list = field(default_factory=list)
+    check: list = field(default_factory=list)
+
+    @property
+    def latencies_ms(self) -> dict[int, float]:
+        """Per epoch: Spark's write of the epoch done -> its results readable in Kafka."""
+        return {e: (self.completed_at[e] - t) * 1000 for e, t in self.written_at.items()
+                if e in self.completed_at}
+
+    @property
+    def differences(self) -> int:
+        bad = sum(r["missing"] + r["extra"] + r["different"] + r["duplicated"] + r["wrong_epoch"]
+                  for r in self.check)
+        return bad + (0 if self.check else 1) + sum(1 for c in self.codes if c)
+
+
+def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int = 10,
+                 partitions: int = 4, processes: int = 2, join_after: Optional[int] = None,
+                 progress: tuple = (), workers: int = 1, pace: float = 0.0,
+                 say=print) -> Report:
+    """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
+    whose write a process joins (default a third of the way; -1 for none)."""
+    report = Report()
+    run = uuid.uuid4().hex[:8]
+    clicks, results = f"clicks-{run}", f"results-{run}"
+    create_topics(brokers, {clicks: partitions, results: partitions})
+    join_after = epochs // 3 if join_after is None else join_after
+
+    t = time.monotonic()
+    raw = spark_jobs.raw_clicks(spark, events, epochs)
+    clean, counts = spark_jobs.clean(raw, spark_jobs.catalog(spark, 500))
+    rows = spark_jobs.to_kafka_rows(clean, partitions)
+    rows.count()
+    report.raw, report.clean, report.dropped = counts["raw"], counts["clean"], counts["dropped"]
+    report.seconds["spark clean"] = time.monotonic() - t
+    say(f"spark: made {report.raw:,} raw clicks, dropped "
+        + ", ".join(f"{n:,} ({why})" for why, n in report.dropped.items())
+        + f"; {report.clean:,} clean clicks enriched with categories in {report.seconds['spark clean']:.1f} s")
+
+    extra = ["--brokers", brokers, "--clicks", clicks, "--results", results, "--epochs", str(epochs),
+             "--group", f"pipeline-{run}", "--timeout", "30", *progress]
+    watcher = EpochWatcher(brokers, results, partitions)
+    with LocalCluster([os.path.join(HERE, "dataflow.py")], slots=processes + 1, workers=workers,
+                      extra=extra) as cluster:
+        cluster.start(processes)
+        t = time.monotonic()
+        for epoch in range(epochs):
+            spark_jobs.write_epoch(rows, brokers, clicks, epoch)
+            report.written_at[epoch] = time.monotonic()
+            if epoch == join_after:
+                cluster.join(original=processes)
+                say(f"cluster: process {processes} joins after epoch {epoch}")
+            if pace:
+                time.sleep(pace)
+        report.seconds["spark write"] = time.monotonic() - t
+        say(f"spark: wrote {report.clean:,} clicks to {clicks} in {epochs} epochs, "
+            f"{report.seconds['spark write']:.1f} s ({report.clean / report.seconds['spark write']:,.0f} clicks/s)")
+        report.codes = cluster.wait(120 + epochs * 5)
+        report.seconds["dataflow"] = time.monotonic() - t
+        report.cluster_log = cluster.interleaved()
+    deadline = time.monotonic() + 30
+    while len(watcher.completed_at) < epochs and time.monotonic() < deadline:
+        time.sleep(0.05)
+    watcher.stop()
+    report.completed_at = watcher.completed_at
+    shown = [line for line in report.cluster_log if any(s in line for s in ("read ", "joins", " ships ", "done in"))]
+    say("\n".join(shown if not any(report.codes) else report.cluster_log))
+    lat = sorted(report.latencies_ms.values())
+    say(f"dataflow: {processes}+1 processes, exit codes {report.codes}; all results in Kafka "
+        f"{report.seconds['dataflow']:.1f} s after the first write ({report.clean / report.seconds['dataflow']:,.0f} "
+        f"clicks/s end to end); epoch written -> results readable: p50 "
+        f"{lat[len(lat) // 2] if lat else float('nan'):.0f} ms, max {lat[-1] if lat else float('nan'):.0f} ms")
+
+    t = time.monotonic()
+    got = spark_jobs.read_results(spark, brokers, results)
+    report.check = spark_jobs.compare(spark_jobs.expected(clean), got)
+    report.seconds["spark check"] = time.monotonic() - t
+    say("spark check: epoch | expected | received | missing | extra | different | duplicated | clicks")
+    for r in report.check:
+        say(f"  {r['epoch']:>5} | {r['expected']:>8} | {r['received']:>8} | {r['missing']:>7} | "
+            f"{r['extra']:>5} | {r['different']:>9} | {r['duplicated']:>10} | {r['clicks']:>8,}")
+    verdict = "EXACT" if report.differences == 0 else f"{report.differences} DIFFERENCES"
+    say(f"spark check: {len(report.check)} epochs, {sum(r['received'] for r in report.check):,} result rows: "
+        f"{verdict} ({report.seconds['spark check']:.1f} s)")
+    clean.unpersist()
+    rows.unpersist()
+    return report
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--join-after", type=int, default=None, help="epoch after which a process joins (-1: none)")
+    parser.add_argument("--progress-mode", default="p2p", choices=["p2p", "kafka"])
+    parser.add_argument("--brokers", help="use this Kafka instead of starting the embedded broker")
+    args = parser.parse_args(argv)
+    from broker.tansu import TansuBroker
+    from timely.connectors.spark import local_session
+    started = time.monotonic()
+    broker = None if args.brokers else TansuBroker().start()
+    brokers = args.brokers or broker.bootstrap
+    try:
+        print(f"broker: {'embedded Tansu at ' if broker else ''}{brokers}")
+        t = time.monotonic()
+        spark = local_session("pytimely-pipeline")
+        print(f"spark: local session up in {time.monotonic() - t:.1f} s")
+        progress = (["--progress-mode", "kafka", "--kafka-bootstrap", brokers,
+                     "--kafka-prefix", f"pipe{uuid.uuid4().hex[:8]}"] if args.progress_mode == "kafka" else [])
+        report = run_pipeline(spark, brokers, args.events, args.epochs, args.partitions,
+                              join_after=args.join_after, progress=progress)
+        spark.stop()
+    finally:
+        if broker is not None:
+            broker.stop()
+    print(f"pipeline: {time.monotonic() - started:.1f} s in all")
+    return 1 if report.differences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

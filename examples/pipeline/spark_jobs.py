@@ -1,0 +1,144 @@
+"""The pipeline's two Spark jobs: clean and enrich clicks into Kafka; check the results.
+
+``raw_clicks`` makes a realistic raw clickstream in Spark: ``n`` events (user, page,
+time as text) spread evenly over ``epochs`` windows of ``window_s`` seconds, with bad
+rows mixed in on purpose: a missing user, a time that does not parse, a page that is
+not in the catalog. ``clean`` drops those (and says how many of each), joins the page
+catalog to add each page's category, and gives every event its epoch (its time window).
+``write_epoch`` writes one epoch to Kafka with the ``timely-kafka`` data source (rows
+routed so each Kafka partition has one writer, then its epoch-end markers).
+
+``expected`` is Spark's own computation of what the dataflow computes, from the same
+clean events: per (epoch, page) the clicks and distinct users, and their running totals.
+``read_results`` reads the dataflow's results back with ``timely-kafka`` (complete epochs
+only) and ``compare`` joins the two: every row must match exactly, none may be missing
+or extra or present twice. Costs: Spark jobs over the events, O(events) each.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+CATEGORIES = ["books", "music", "garden", "toys", "sports", "food", "travel", "home",
+              "beauty", "games", "office", "tools"]
+START = 1_767_225_600          # 2026-01-01T00:00:00Z: the first window's start
+
+RESULT_SCHEMA = ("epoch long, page string, category string, clicks long, users long, "
+                 "total_clicks long, total_users long")
+
+
+def catalog(spark: Any, pages: int) -> Any:
+    """The page catalog: ``/p/<i>`` and its category."""
+    return spark.createDataFrame([(f"/p/{i}", CATEGORIES[i % len(CATEGORIES)]) for i in range(pages)],
+                                 "page string, category string")
+
+
+def raw_clicks(spark: Any, n: int, epochs: int, window_s: int = 60, users: int = 20_000,
+               pages: int = 500, seed: int = 7) -> Any:
+    """``n`` raw events as text columns ``user, page, ts``; 1 in 997 has no user, 1 in
+    1009 an unparseable time, 1 in 1013 a page outside the catalog. Page popularity is
+    skewed (a few pages get most clicks), as in real clickstreams."""
+    from pyspark.sql import functions as F
+    ids = spark.range(n)
+    h1 = F.pmod(F.xxhash64(F.col("id"), F.lit(seed)), F.lit(users))
+    # squaring a uniform draw skews towards low page numbers
+    u = F.pmod(F.xxhash64(F.col("id"), F.lit(seed + 1)), F.lit(1_000_003)) / F.lit(1_000_003.0)
+    page_no = F.floor(u * u * F.lit(pages)).cast("long")
+    seconds = F.lit(START) + (F.col("id") * F.lit(epochs * window_s) / F.lit(n)).cast("long")
+    return ids.select(
+        F.when(F.col("id") % 997 == 0, F.lit(None)).otherwise(F.concat(F.lit("u"), h1.cast("string"))).alias("user"),
+        F.when(F.col("id") % 1013 == 0, F.lit("/p/unknown"))
+         .otherwise(F.concat(F.lit("/p/"), page_no.cast("string"))).alias("page"),
+        F.when(F.col("id") % 1009 == 0, F.lit("2026-13-45 99:00:00"))
+         .otherwise(F.date_format(F.timestamp_seconds(seconds), "yyyy-MM-dd HH:mm:ss")).alias("ts"))
+
+
+def clean(raw: Any, pages: Any, window_s: int = 60) -> tuple[Any, dict]:
+    """``(clean events, {reason: rows dropped})``: rows without a user or a parseable
+    time are dropped, the rest joined to the catalog (unknown pages drop out) and given
+    ``epoch`` = their time window since START. The clean frame is cached."""
+    from pyspark.sql import functions as F
+    parsed = raw.withColumn("time", F.try_to_timestamp(F.col("ts"), F.lit("yyyy-MM-dd HH:mm:ss")))
+    counts = parsed.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.col("user").isNull().cast("long")).alias("no_user"),
+        F.sum((F.col("user").isNotNull() & F.col("time").isNull()).cast("long")).alias("bad_time")).first()
+    usable = parsed.where(F.col("user").isNotNull() & F.col("time").isNotNull())
+    events = (usable.join(F.broadcast(pages), "page", "inner")
+              .select("user", "page", "category", "ts",
+                      ((F.unix_seconds(F.col("time")) - F.lit(START)) / F.lit(window_s)).cast("long").alias("epoch"))
+              .cache())
+    kept = events.count()
+    dropped = {"no user": counts["no_user"], "bad time": counts["bad_time"],
+               "unknown page": counts["rows"] - counts["no_user"] - counts["bad_time"] - kept}
+    return events, {"raw": counts["rows"], "clean": kept, "dropped": dropped}
+
+
+def to_kafka_rows(events: Any, partitions: int) -> Any:
+    """Events as ``value`` (JSON) + ``epoch``, laid out so that each Kafka partition
+    (by user) is written by one Spark task; cached."""
+    from pyspark.sql import functions as F
+    from timely.connectors.spark import partition_for_kafka
+    rows = events.select(F.to_json(F.struct("user", "page", "category", "ts")).alias("value"),
+                         "epoch", "user")
+    return partition_for_kafka(rows, partitions, key_col="user").cache()
+
+
+def write_epoch(rows: Any, brokers: str, topic: str, epoch: int) -> None:
+    """Write epoch ``epoch``'s rows to ``topic``, then its markers on every partition."""
+    from pyspark.sql import functions as F
+    (rows.where(F.col("epoch") == epoch).drop("user").write.format("timely-kafka")
+     .option("kafka.bootstrap.servers", brokers).option("topic", topic).mode("append").save())
+
+
+def expected(events: Any) -> Any:
+    """Spark's own per-(epoch, page) aggregates with running totals over epochs."""
+    from pyspark.sql import Window, functions as F
+    per = events.groupBy("epoch", "page", "category").agg(
+        F.count(F.lit(1)).alias("clicks"), F.countDistinct("user").alias("users"))
+    first_seen = events.groupBy("page", "user").agg(F.min("epoch").alias("epoch"))
+    new_users = first_seen.groupBy("page", "epoch").agg(F.count(F.lit(1)).alias("new_users"))
+    running = Window.partitionBy("page").orderBy("epoch").rowsBetween(Window.unboundedPreceding, 0)
+    return (per.join(new_users, ["page", "epoch"], "left").fillna(0, ["new_users"])
+            .withColumn("total_clicks", F.sum("clicks").over(running))
+            .withColumn("total_users", F.sum("new_users").over(running))
+            .drop("new_users"))
+
+
+def read_results(spark: Any, brokers: str, topic: str) -> Any:
+    """The dataflow's results, complete epochs only, parsed from JSON."""
+    from pyspark.sql import functions as F
+    raw = (spark.read.format("timely-kafka").option("kafka.bootstrap.servers", brokers)
+           .option("subscribe", topic).load())
+    parsed = raw.select(F.col("epoch").alias("marker_epoch"),
+                        F.from_json(F.col("value").cast("string"), RESULT_SCHEMA).alias("r"))
+    return parsed.select("marker_epoch", "r.*")
+
+
+COLUMNS = ("category", "clicks", "users", "total_clicks", "total_users")
+
+
+def compare(want: Any, got: Any) -> list[dict]:
+    """Per epoch: rows expected, rows received, and how many are missing, extra,
+    duplicated or different. Exact equality means every count but the first two is 0."""
+    from pyspark.sql import functions as F
+    dup = (got.groupBy("epoch", "page").count().where(F.col("count") > 1)
+           .groupBy("epoch").agg(F.count(F.lit(1)).alias("duplicated")))
+    stamped = got.where(F.col("epoch") != F.col("marker_epoch")).groupBy("epoch").agg(
+        F.count(F.lit(1)).alias("wrong_epoch"))
+    g = got.dropDuplicates(["epoch", "page"]).select("epoch", "page", *[F.col(c).alias("g_" + c) for c in COLUMNS])
+    w = want.select("epoch", "page", *[F.col(c).alias("w_" + c) for c in COLUMNS])
+    joined = w.join(g, ["epoch", "page"], "full_outer")
+    differs = F.lit(False)
+    for c in COLUMNS:
+        differs = differs | ~F.col("w_" + c).eqNullSafe(F.col("g_" + c))
+    per_epoch = joined.groupBy("epoch").agg(
+        F.count(F.col("w_clicks")).alias("expected"),
+        F.count(F.col("g_clicks")).alias("received"),
+        F.sum((F.col("g_clicks").isNull()).cast("long")).alias("missing"),
+        F.sum((F.col("w_clicks").isNull()).cast("long")).alias("extra"),
+        F.sum((F.col("w_clicks").isNotNull() & F.col("g_clicks").isNotNull() & differs).cast("long"))
+         .alias("different"),
+        F.sum(F.col("w_clicks")).alias("clicks"))
+    rows = (per_epoch.join(dup, "epoch", "left").join(stamped, "epoch", "left")
+            .fillna(0, ["duplicated", "wrong_epoch"]).orderBy("epoch").collect())
+    return [row.asDict() for row in rows]
