@@ -102,7 +102,7 @@ class Report:
 def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int = 10,
                  partitions: int = 4, processes: int = 2, join_after: Optional[int] = None,
                  progress: tuple = (), workers: int = 1, pace: float = 0.0,
-                 say=print) -> Report:
+                 migration: str = "all-at-once", say=print) -> Report:
     """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
     whose write a process joins (default a third of the way; -1 for none)."""
     report = Report()
@@ -123,7 +123,9 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         + f"; {report.clean:,} clean clicks enriched with categories in {report.seconds['spark clean']:.1f} s")
 
     extra = ["--brokers", brokers, "--clicks", clicks, "--results", results, "--epochs", str(epochs),
-             "--group", f"pipeline-{run}", "--timeout", "30", *progress]
+             "--group", f"pipeline-{run}", "--timeout", "30",
+             # per-page state is small: one step moves the joiner's share at once
+             "--migration", migration, *progress]
     watcher = EpochWatcher(brokers, results, partitions)
     with LocalCluster([os.path.join(HERE, "dataflow.py")], slots=processes + 1, workers=workers,
                       extra=extra) as cluster:
