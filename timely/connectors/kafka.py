@@ -14,7 +14,9 @@ Named after bytewax's and Spark's Kafka connectors: ``brokers``, ``topics``,
   ``epoch_ms`` ms, so they keep increasing across restarts).
 - ``stream.kafka_commit(source, ...)`` commits a source's offsets to its consumer group
   once ``stream``'s frontier has passed the epochs they end; put it after the sink, and a
-  restarted dataflow resumes at the first epoch whose results are not yet in Kafka.
+  restarted dataflow resumes at the first epoch whose results are not yet in Kafka (it
+  first reads the marker just before the committed offset, so a replay of that epoch is
+  dropped). With ``end_epoch``, nothing from ``end_epoch`` on is committed.
 - ``stream.kafka_sink(brokers, topic, ...)`` writes each epoch's records once the
   frontier has passed it, then one marker per partition naming the epoch's offset range;
   its output stream's frontier passes an epoch once that epoch is acknowledged by the
@@ -72,9 +74,12 @@ class KafkaSourceState:
 
     def __init__(self, brokers: Brokers, topics: Sequence[str], group_id: Optional[str],
                  starting_offsets: Any, add_config: Optional[dict], value_format: Format,
-                 worker_index: int, workers: int, dead_letter_topic: Optional[str]) -> None:
+                 worker_index: int, workers: int, dead_letter_topic: Optional[str],
+                 end_epoch: Optional[int] = None, resume_at_marker: bool = False) -> None:
         from confluent_kafka import Consumer, TopicPartition
         self.brokers = brokers
+        #: epochs from here on are read but not given to the dataflow: never committed
+        self.end_epoch = end_epoch
         self.group_id = group_id
         self.format = value_format
         self.consumer = Consumer(consumer_config(brokers, group_id, add_config))
@@ -83,6 +88,8 @@ class KafkaSourceState:
         mine = [tp for i, tp in enumerate(every) if i % workers == worker_index] if workers else []
         self.parts: dict[tuple[str, int], PartitionEpochs] = {tp: PartitionEpochs(*tp) for tp in mine}
         starts = {}
+        #: partitions resumed from a committed offset: (topic, partition) -> that offset
+        self.resumed: dict[tuple[str, int], int] = {}
         if mine:
             committed = {}
             if group_id is not None:
@@ -90,7 +97,12 @@ class KafkaSourceState:
                 committed = {(c.topic, c.partition): c.offset for c in found if c.offset >= 0}
             for t, p in mine:
                 starts[(t, p)] = committed.get((t, p), _starting(starting_offsets, t, p))
-            self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in starts.items()])
+            if resume_at_marker:
+                # A committed offset is just past a marker: read that marker first, so the
+                # epoch it completed is known and a replay of that epoch is dropped.
+                self.resumed = {tp: o for tp, o in committed.items() if o > 0}
+            self.consumer.assign([TopicPartition(t, p, o - 1 if (t, p) in self.resumed else o)
+                                  for (t, p), o in starts.items()])
         self.starts = starts
         self.dead_letter_topic = dead_letter_topic
         self._dlq = None
@@ -147,6 +159,8 @@ class KafkaSourceState:
         """Commit, per partition, the offset past the last marker of an epoch ``<= upto``
         (None: every complete epoch); returns how many partitions moved."""
         from confluent_kafka import KafkaException, TopicPartition
+        if self.end_epoch is not None:
+            upto = self.end_epoch - 1 if upto is None else min(upto, self.end_epoch - 1)
         offsets = []
         for (t, p), state in self.parts.items():
             found = state.commit_offset(upto)
@@ -200,7 +214,8 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     activate = info.activator(worker)
     workers = 0 if worker.is_joiner else worker.initial_peers
     state = KafkaSourceState(brokers, topics, group_id, starting_offsets, add_config, fmt,
-                             worker.index, workers, dead_letter_topic)
+                             worker.index, workers, dead_letter_topic, end_epoch,
+                             resume_at_marker=epochs == "markers")
     _sources(worker)[(scope.path, stream.source.node)] = state
 
     def constructor(caps):
@@ -229,6 +244,7 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
 def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: int,
                  end_epoch: Optional[int]) -> Callable[[], None]:
     parts = state.parts
+    resumed = state.resumed
 
     def step():
         messages = state.poll(batch_size, _POLL_TIMEOUT if holder["idle"] else 0)
@@ -238,6 +254,11 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
             if m.error() is not None:
                 continue
             key = (m.topic(), m.partition())
+            if resumed and key in resumed and m.offset() < resumed.pop(key):
+                # the record before the committed offset: only its marker is wanted
+                if any(h[0] == "marker" for h in m.headers() or ()):
+                    parts[key].record(m.offset(), m.headers(), None)
+                continue
             for epoch, records in parts[key].record(m.offset(), m.headers(), m.value()):
                 if end_epoch is not None and epoch >= end_epoch:
                     continue

@@ -1,0 +1,579 @@
+"""Kafka source, sink and commit operators on a real Kafka-protocol broker (Tansu).
+
+Protects what a user of ``scope.kafka_source`` / ``stream.kafka_sink`` /
+``stream.kafka_commit`` relies on:
+- a 2-worker dataflow reading an epoch-marked topic and writing its per-epoch counts
+  gives exactly the right counts per epoch when the output is read back by a
+  marker-trusting reader (json, and msgpack packed several rows per message);
+- an epoch is complete only at its markers: with a marker missing on one partition
+  nothing of that epoch comes out downstream and the frontier stays before it; the
+  marker arriving while the dataflow runs releases it;
+- a failed run resumes from the committed offsets (which sit just past a marker) and
+  the output then holds every epoch exactly once, orphan records of a crashed writer
+  notwithstanding; a bounded run (``end_epoch``) followed by a second run with the same
+  group loses and repeats nothing;
+- ``epochs="ingestion"`` reads a marker-less topic exactly once with increasing times
+  and commits its offsets;
+- bad input is named: an unreachable broker, a missing topic, an undecodable value
+  (topic, partition, offset; the group does not commit past it; or the dead-letter
+  topic gets it), a marker going back in time.
+
+Every test uses its own uuid-named topics and consumer group on the session broker.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+
+import orjson
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import timely  # noqa: E402
+from timely.connectors.client import (BrokerUnreachable, TopicMissing, consumer_config,  # noqa: E402
+                                      create_topics, producer_config, scan)
+from timely.connectors.epochs import (JSON, MSGPACK, DecodeError, EpochOrderError,  # noqa: E402
+                                      PartitionEpochs, data_headers, marker_headers)
+
+USERS = 5
+STEP_TIMEOUT = 30.0      # s: no test waits longer than this for its dataflow
+
+
+def name(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex[:10]}"
+
+
+# ---- writing and reading topics under the epoch contract -----------------------------------
+def event(epoch: int, partition: int, i: int) -> dict:
+    return {"user": (i * 3 + partition) % USERS, "e": epoch, "p": partition, "i": i}
+
+
+def epoch_events(epoch: int, partitions: int, per_partition: int) -> dict[int, list[dict]]:
+    return {p: [event(epoch, p, i) for i in range(per_partition + p)] for p in range(partitions)}
+
+
+class Writer:
+    """Produces epochs to a topic the way pytimely's sink does: an epoch's records, a
+    flush, then one marker per partition naming the records' offsets."""
+
+    def __init__(self, brokers: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer(producer_config(brokers, None))
+        self.markers: dict[tuple[int, int], int] = {}     # (partition, epoch) -> marker offset
+        self._last: dict[int, list[int]] = collections.defaultdict(list)
+
+    def _produce(self, value: bytes, partition: int, headers: list) -> None:
+        def delivered(error, message):
+            assert error is None, error
+            self._last[partition].append(message.offset())
+        self.producer.produce(self.topic, value, partition=partition, headers=headers, on_delivery=delivered)
+
+    def records(self, epoch: int, by_partition: dict[int, list], raw: bool = False) -> dict[int, list[int]]:
+        """Write ``epoch``'s records; returns their offsets per partition."""
+        self._last = collections.defaultdict(list)
+        for p, values in by_partition.items():
+            for v in values:
+                self._produce(v if raw else orjson.dumps(v), p, data_headers(epoch))
+        assert self.producer.flush(10) == 0
+        return dict(self._last)
+
+    def marker(self, epoch: int, partition: int, offsets: list[int] | None = None) -> int:
+        """Write ``epoch``'s marker naming ``offsets``; returns the marker's offset."""
+        self._last = collections.defaultdict(list)
+        first, end = (min(offsets), max(offsets) + 1) if offsets else (0, 0)
+        self._produce(b"", partition, marker_headers(epoch, first, end))
+        assert self.producer.flush(10) == 0
+        offset = self._last[partition][0]
+        self.markers[(partition, epoch)] = offset
+        return offset
+
+    def epoch(self, epoch: int, by_partition: dict[int, list]) -> None:
+        written = self.records(epoch, by_partition)
+        for p in by_partition:
+            self.marker(epoch, p, written.get(p))
+
+
+def expected_counts(epochs: dict[int, dict[int, list[dict]]]) -> dict[tuple[int, int], int]:
+    counts: collections.Counter = collections.Counter()
+    for e, by_partition in epochs.items():
+        for values in by_partition.values():
+            for v in values:
+                counts[(e, v["user"])] += 1
+    return dict(counts)
+
+
+def read_back(brokers: str, topic: str, partitions: int, fmt=JSON):
+    """The topic's complete epochs as ``{(epoch, key): value}`` for records ``[key, value]``,
+    read by a reader that trusts markers; fails on an (epoch, key) seen twice."""
+    consumer = Consumer(consumer_config(brokers, None, None))
+    states = {p: PartitionEpochs(topic, p) for p in range(partitions)}
+    got: dict[tuple[int, int], int] = {}
+    try:
+        for messages in scan(consumer, {(topic, p): 0 for p in range(partitions)}, timeout=10):
+            for m in messages:
+                for epoch, records in states[m.partition()].record(m.offset(), m.headers(), m.value()):
+                    rows = fmt.decode([r[1] for r in records], [r[2] for r in records], topic,
+                                      m.partition(), [r[0] for r in records])
+                    for key, value in rows:
+                        assert (epoch, key) not in got, f"epoch {epoch} key {key} read twice"
+                        got[(epoch, key)] = value
+    finally:
+        consumer.close()
+    return got, states
+
+
+def committed(brokers: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer(consumer_config(brokers, group, None))
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    finally:
+        consumer.close()
+    return {c.partition: c.offset for c in found}
+
+
+# ---- dataflows ------------------------------------------------------------------------------
+def count_by_user(stream):
+    """(user, count) per user per epoch, released when the frontier passes the epoch."""
+    state: dict = {}
+
+    def logic(inp, out, notificator):
+        for cap, records in inp:
+            found = state.get(cap.time)
+            if found is None:
+                found = state[cap.time] = collections.Counter()
+                notificator.notify_at(cap.retain())
+            found.update(records)
+        for cap in notificator:
+            out.give_batch(cap, sorted(state.pop(cap.time).items()))
+    return stream.map(lambda ev: ev["user"]).unary_notify(timely.Exchange(lambda u: u), "Count", [], logic)
+
+
+def steps_until(worker, condition, timeout: float = STEP_TIMEOUT, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"worker {worker.index}: {what} not reached in {timeout:g} s")
+        worker.step_or_park(0.005)
+
+
+def run_to_end(worker, timeout: float = STEP_TIMEOUT) -> None:
+    """``worker.run()`` with a deadline: a test never hangs."""
+    deadline = time.monotonic() + timeout
+    while worker.step_or_park(0.005):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"worker {worker.index}: dataflow not complete in {timeout:g} s")
+
+
+def source_records(worker) -> int:
+    return sum(s.records for s in worker.kafka_sources.values())
+
+
+def pipeline(brokers, inp, out, group, end_epoch, fail_at=None, source_options=None, sink_options=None):
+    """kafka_source -> count per user per epoch -> kafka_sink -> kafka_commit; returns
+    the probe of the sink's durable stream."""
+    def build(scope):
+        src = scope.kafka_source(brokers, inp, group_id=group, end_epoch=end_epoch, **(source_options or {}))
+        events = src
+        if fail_at is not None:
+            def check(ev):
+                if ev["e"] == fail_at:
+                    raise Crash(f"crash at epoch {fail_at}")
+                return ev
+            events = src.map(check)
+        done = count_by_user(events).kafka_sink(brokers, out, key=lambda r: r[0], **(sink_options or {}))
+        done.kafka_commit(src)
+        return done.probe()
+    return build
+
+
+class Crash(RuntimeError):
+    pass
+
+
+# ---- round trip -----------------------------------------------------------------------------
+@pytest.mark.parametrize("sink_options", [{}, {"value_format": "msgpack", "rows_per_message": 3}],
+                         ids=["json", "msgpack-packed"])
+def test_round_trip_counts_every_epoch_exactly(tansu, sink_options):
+    B = tansu.bootstrap
+    inp, out, group = name("in"), name("out"), name("g")
+    create_topics(B, {inp: 4, out: 2})
+    writer = Writer(B, inp)
+    epochs = {e: epoch_events(e, 4, 40 + 10 * e) for e in range(4)}
+    for e, by_partition in epochs.items():
+        writer.epoch(e, by_partition)
+
+    def build(worker):
+        worker.dataflow(pipeline(B, inp, out, group, end_epoch=4, sink_options=sink_options))
+        run_to_end(worker)
+        return source_records(worker)
+
+    delivered = timely.execute(2, build)
+    fmt = MSGPACK if sink_options else JSON
+    got, states = read_back(B, out, 2, fmt)
+    assert got == expected_counts(epochs)
+    assert sum(delivered) == sum(len(v) for by in epochs.values() for v in by.values())
+    assert all(s.completed == 3 and s.orphans == 0 and s.duplicates == 0 for s in states.values())
+    # the group committed each input partition just past its last marker
+    assert committed(B, group, inp, 4) == {p: writer.markers[(p, 3)] + 1 for p in range(4)}
+
+
+# ---- epochs complete only at markers --------------------------------------------------------
+def test_an_epoch_is_released_only_when_every_partition_marked_it(tansu):
+    B = tansu.bootstrap
+    inp, group = name("in"), name("g")
+    create_topics(B, {inp: 4})
+    writer = Writer(B, inp)
+    epochs = {e: epoch_events(e, 4, 20) for e in range(2)}
+    writer.epoch(0, epochs[0])
+    written = writer.records(1, epochs[1])
+    for p in range(3):                      # partition 3 has epoch 1's records but no marker yet
+        writer.marker(1, p, written[p])
+    barrier = threading.Barrier(2, timeout=STEP_TIMEOUT)
+    before: dict = {}
+    held_commits: dict = {}
+
+    def build(worker):
+        def df(scope):
+            src = scope.kafka_source(B, inp, group_id=group, end_epoch=2)
+            counts = count_by_user(src)
+            counts.kafka_commit(src)
+            return src.capture(), counts.capture(), counts.probe()
+        raw, counted, probe = worker.dataflow(df)
+        steps_until(worker, lambda: not probe.less_equal(0), what="epoch 0 passing")
+        held_from = time.monotonic()
+        while time.monotonic() - held_from < 0.5:    # give epoch 1 every chance to leak
+            worker.step_or_park(0.005)
+        before[worker.index] = (probe.less_equal(1), [t for t, _ in counted.batches],
+                                sorted({ev["p"] for t, b in raw.batches if t == 1 for ev in b}))
+        barrier.wait()
+        if worker.index == 0:
+            held_commits.update(committed(B, group, inp, 4))
+            writer.marker(1, 3, written[3])
+        run_to_end(worker)
+        return raw.by_time(), counted.by_time(), probe.done()
+
+    results = timely.execute(2, build)
+    for index, (held, count_times, partitions_out) in before.items():
+        assert held, f"worker {index}: the frontier passed epoch 1 before partition 3's marker"
+        assert 1 not in count_times, f"worker {index}: counts of epoch 1 came out before its last marker"
+        assert 3 not in partitions_out, f"worker {index}: partition 3's unmarked records came out"
+    # each complete partition's records are handed on at its own marker (not all held back)
+    assert sorted(p for v in before.values() for p in v[2]) == [0, 1, 2]
+    counts: collections.Counter = collections.Counter()
+    raw_partitions = collections.defaultdict(set)
+    for raw, counted, done in results:
+        assert done
+        for t, records in counted.items():
+            for user, n in records:
+                counts[(t, user)] += n
+        for t, records in raw.items():
+            raw_partitions[t] |= {ev["p"] for ev in records}
+            assert all(ev["e"] == t for ev in records)
+    assert dict(counts) == expected_counts(epochs)
+    assert raw_partitions == {0: {0, 1, 2, 3}, 1: {0, 1, 2, 3}}
+    # while epoch 1 was held the group stayed just past epoch 0's markers, then moved on
+    assert held_commits == {p: writer.markers[(p, 0)] + 1 for p in range(4)}
+    assert committed(B, group, inp, 4) == {p: writer.markers[(p, 1)] + 1 for p in range(4)}
+
+
+# ---- restart --------------------------------------------------------------------------------
+def test_a_failed_run_resumes_from_the_committed_offsets_with_every_epoch_once(tansu):
+    B = tansu.bootstrap
+    inp, out, group = name("in"), name("out"), name("g")
+    create_topics(B, {inp: 4, out: 2})
+    writer = Writer(B, inp)
+    epochs = {e: epoch_events(e, 4, 25 + e) for e in range(5)}
+    for e in range(3):
+        writer.epoch(e, epochs[e])
+    marker2 = {p: writer.markers[(p, 2)] + 1 for p in range(4)}
+
+    def first(worker):
+        probe = worker.dataflow(pipeline(B, inp, out, group, end_epoch=5, fail_at=3))
+        steps_until(worker, lambda: not probe.less_than(3), what="epochs 0-2 durable")
+        if worker.index == 0:
+            # epochs 0-2 are written and their offsets committed before epoch 3 arrives
+            steps_until(worker, lambda: committed(B, group, inp, 4) == marker2, what="commit of epoch 2")
+            for e in (3, 4):
+                writer.epoch(e, epochs[e])
+        run_to_end(worker)
+
+    with pytest.raises(Crash, match="crash at epoch 3"):
+        timely.execute(2, first)
+    assert committed(B, group, inp, 4) == marker2, "the failed run moved the group past epoch 2"
+    # a writer that died mid-epoch 3 left records without a marker in the output
+    orphans = Producer(producer_config(B, None))
+    for p in range(2):
+        for user in range(USERS):
+            orphans.produce(out, orjson.dumps([user, 999]), partition=p, headers=data_headers(3))
+    assert orphans.flush(10) == 0
+
+    def second(worker):
+        worker.dataflow(pipeline(B, inp, out, group, end_epoch=5))
+        run_to_end(worker)
+        return source_records(worker)
+
+    delivered = timely.execute(2, second)
+    assert sum(delivered) == sum(len(v) for e in (3, 4) for v in epochs[e].values()), \
+        "the second run did not resume at the committed offsets"
+    got, states = read_back(B, out, 2)
+    assert got == expected_counts(epochs)
+    assert sum(s.orphans for s in states.values()) == 2 * USERS
+    assert committed(B, group, inp, 4) == {p: writer.markers[(p, 4)] + 1 for p in range(4)}
+
+    # a run that re-reads every epoch (a new group) writes none of them again
+    def again(worker):
+        worker.dataflow(pipeline(B, inp, out, name("g"), end_epoch=5))
+        run_to_end(worker)
+        return source_records(worker)
+
+    assert sum(timely.execute(2, again)) == sum(len(v) for by in epochs.values() for v in by.values())
+    got_again, states_again = read_back(B, out, 2)
+    assert got_again == got
+    assert {p: s.position for p, s in states_again.items()} == {p: s.position for p, s in states.items()}
+
+
+def test_a_resumed_source_drops_a_replay_of_the_epoch_it_committed(tansu):
+    """The input's writer replays epoch 1 (records and markers again) right after the
+    offset the group committed: the resumed source knows epoch 1 was complete."""
+    B = tansu.bootstrap
+    inp, group = name("in"), name("g")
+    create_topics(B, {inp: 2})
+    writer = Writer(B, inp)
+    epochs = {e: epoch_events(e, 2, 8) for e in range(3)}
+    for e in (0, 1):
+        writer.epoch(e, epochs[e])
+
+    def run(end_epoch):
+        def build(worker):
+            def df(scope):
+                src = scope.kafka_source(B, inp, group_id=group, end_epoch=end_epoch)
+                src.kafka_commit(src)
+                return src.capture()
+            captured = worker.dataflow(df)
+            run_to_end(worker)
+            return captured.by_time()
+        seen = collections.defaultdict(list)
+        for by_time in timely.execute(2, build):
+            for t, records in by_time.items():
+                seen[t].extend(records)
+        return {t: sorted(records, key=lambda r: (r["p"], r["i"])) for t, records in seen.items()}
+
+    assert run(2) == {e: [v for p in range(2) for v in epochs[e][p]] for e in (0, 1)}
+    assert committed(B, group, inp, 2) == {p: writer.markers[(p, 1)] + 1 for p in range(2)}
+    writer.epoch(1, epochs[1])          # the replay
+    writer.epoch(2, epochs[2])
+    assert run(3) == {2: [v for p in range(2) for v in epochs[2][p]]}
+    assert committed(B, group, inp, 2) == {p: writer.markers[(p, 2)] + 1 for p in range(2)}
+
+
+def test_bounded_runs_with_one_group_see_every_epoch_once(tansu):
+    """A run with end_epoch=2 then one with end_epoch=4: the first must not commit the
+    epochs it read past its end without processing them."""
+    B = tansu.bootstrap
+    inp, out, group = name("in"), name("out"), name("g")
+    create_topics(B, {inp: 2, out: 2})
+    writer = Writer(B, inp)
+    epochs = {e: epoch_events(e, 2, 15) for e in range(4)}
+    for e, by_partition in epochs.items():
+        writer.epoch(e, by_partition)
+
+    for end in (2, 4):
+        def build(worker, end=end):
+            worker.dataflow(pipeline(B, inp, out, group, end_epoch=end))
+            run_to_end(worker)
+        timely.execute(2, build)
+        assert committed(B, group, inp, 2) == {p: writer.markers[(p, end - 1)] + 1 for p in range(2)}
+    got, _ = read_back(B, out, 2)
+    assert got == expected_counts(epochs)
+
+
+# ---- ingestion epochs -----------------------------------------------------------------------
+def test_ingestion_epochs_read_a_topic_without_markers_once(tansu):
+    B = tansu.bootstrap
+    inp, group = name("in"), name("g")
+    create_topics(B, {inp: 2})
+    producer = Producer(producer_config(B, None))
+    per_partition, epoch_records = 150, 40
+    for p in range(2):
+        for i in range(per_partition):
+            producer.produce(inp, orjson.dumps({"p": p, "i": i}), partition=p)
+    assert producer.flush(10) == 0
+    start_ms = int(time.time() * 1000)
+
+    def build(worker):
+        def df(scope):
+            src = scope.kafka_source(B, inp, group_id=group, epochs="ingestion", epoch_records=epoch_records,
+                                     epoch_ms=100, end_epoch=int(time.time() * 1000) + 1500)
+            src.kafka_commit(src)
+            return src.capture()
+        captured = worker.dataflow(df)
+        run_to_end(worker)
+        return captured.by_time()
+
+    results = timely.execute(2, build)
+    seen = collections.Counter()
+    times: dict[tuple[int, int], int] = {}
+    for by_time in results:
+        for t, records in by_time.items():
+            assert t >= start_ms, "ingestion epochs are milliseconds since 1970"
+            assert len(records) < 2 * epoch_records, f"epoch {t} holds {len(records)} records"
+            for r in records:
+                seen[(r["p"], r["i"])] += 1
+                times[(r["p"], r["i"])] = t
+    assert seen == {(p, i): 1 for p in range(2) for i in range(per_partition)}
+    for p in range(2):
+        stamps = [times[(p, i)] for i in range(per_partition)]
+        assert stamps == sorted(stamps), "times go back along a partition"
+        assert len(set(stamps)) >= per_partition // (2 * epoch_records), "epochs did not advance"
+    assert committed(B, group, inp, 2) == {0: per_partition, 1: per_partition}
+
+
+# ---- bad input ------------------------------------------------------------------------------
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_unreachable_broker_is_named_when_building():
+    """Worker 0 builds a source, worker 1 a sink, both at a closed port (in parallel:
+    each waits the client's 10 s metadata timeout)."""
+    address = f"127.0.0.1:{closed_port()}"
+    raised: dict = {}
+
+    def build(worker):
+        def df(scope):
+            if worker.index == 0:
+                scope.kafka_source(address, "clicks", group_id="g")
+            else:
+                scope.to_stream([]).kafka_sink(address, "counts")
+        try:
+            worker.dataflow(df)
+        except BaseException as exc:
+            raised[worker.index] = exc
+            raise
+        raised[worker.index] = None
+
+    with pytest.raises(BrokerUnreachable, match=address):
+        timely.execute(2, build)
+    assert sorted(raised) == [0, 1]
+    for index, exc in raised.items():
+        assert isinstance(exc, BrokerUnreachable) and address in str(exc), (index, exc)
+
+
+@pytest.mark.parametrize("where", ["source", "sink"])
+def test_missing_topic_is_named(tansu, where):
+    B = tansu.bootstrap
+    present, missing = name("present"), name("missing")
+    create_topics(B, {present: 1})
+
+    def build(worker):
+        def df(scope):
+            if where == "source":
+                scope.kafka_source(B, [present, missing])
+            else:
+                scope.kafka_source(B, present, end_epoch=0).kafka_sink(B, missing)
+        worker.dataflow(df)
+
+    with pytest.raises(TopicMissing, match=missing):
+        timely.execute(1, build)
+
+
+def bad_value_topic(brokers):
+    """Epochs 0-2 on 2 partitions; partition 1's epoch 1 holds an undecodable value."""
+    inp = name("in")
+    create_topics(brokers, {inp: 2})
+    writer = Writer(brokers, inp)
+    epochs = {e: epoch_events(e, 2, 10) for e in range(3)}
+    writer.epoch(0, epochs[0])
+    written = writer.records(1, epochs[1])
+    bad = writer.records(1, {1: [b'{"user": 1, oops']}, raw=True)[1][0]
+    written[1].append(bad)
+    for p in range(2):
+        writer.marker(1, p, written[p])
+    writer.epoch(2, epochs[2])
+    return inp, writer, epochs, bad
+
+
+def test_undecodable_value_fails_naming_it_and_is_not_committed(tansu):
+    B = tansu.bootstrap
+    group = name("g")
+    inp, writer, _, bad = bad_value_topic(B)
+
+    def build(worker):
+        def df(scope):
+            src = scope.kafka_source(B, inp, group_id=group, end_epoch=3)
+            src.kafka_commit(src)
+            return src.probe()
+        worker.dataflow(df)
+        run_to_end(worker)
+
+    with pytest.raises(DecodeError) as info:
+        timely.execute(2, build)
+    assert (info.value.topic, info.value.partition, info.value.offset) == (inp, 1, bad)
+    assert f"{inp}[1] offset {bad}" in str(info.value)
+    offset = committed(B, group, inp, 2)[1]
+    assert offset <= writer.markers[(1, 0)] + 1, "the group committed past the bad record's epoch"
+
+
+def test_dead_letter_topic_takes_the_bad_value_and_the_rest_is_counted(tansu):
+    B = tansu.bootstrap
+    group, dlq = name("g"), name("dlq")
+    inp, writer, epochs, bad = bad_value_topic(B)
+    create_topics(B, {dlq: 1})
+
+    def build(worker):
+        def df(scope):
+            src = scope.kafka_source(B, inp, group_id=group, end_epoch=3, dead_letter_topic=dlq)
+            counts = count_by_user(src)
+            counts.kafka_commit(src)
+            return counts.capture()
+        captured = worker.dataflow(df)
+        run_to_end(worker)
+        return captured.by_time()
+
+    counts: collections.Counter = collections.Counter()
+    for by_time in timely.execute(2, build):
+        for t, records in by_time.items():
+            for user, n in records:
+                counts[(t, user)] += n
+    assert dict(counts) == expected_counts(epochs)
+    assert committed(B, group, inp, 2) == {p: writer.markers[(p, 2)] + 1 for p in range(2)}
+    consumer = Consumer(consumer_config(B, None, None))
+    try:
+        letters = [m for ms in scan(consumer, {(dlq, 0): 0}, timeout=10) for m in ms]
+    finally:
+        consumer.close()
+    assert len(letters) == 1
+    headers = dict(letters[0].headers())
+    assert letters[0].value() == b'{"user": 1, oops'
+    assert (headers["source.topic"], headers["source.partition"], headers["source.offset"]) == \
+        (inp.encode(), b"1", str(bad).encode())
+    assert b"json" in headers["error"] and f"offset {bad}".encode() in headers["error"]
+
+
+def test_a_marker_going_back_in_time_is_an_epoch_order_error(tansu):
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 1})
+    writer = Writer(B, inp)
+    writer.epoch(2, {0: [event(2, 0, i) for i in range(3)]})
+    back = writer.marker(1, 0)
+    writer.marker(3, 0)             # ends the run (end_epoch=4) should the error be missed
+
+    def build(worker):
+        worker.dataflow(lambda scope: scope.kafka_source(B, inp, end_epoch=4).probe())
+        run_to_end(worker)
+
+    with pytest.raises(EpochOrderError, match="goes back") as info:
+        timely.execute(1, build)
+    assert (info.value.topic, info.value.partition, info.value.offset) == (inp, 0, back)
