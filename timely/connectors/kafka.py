@@ -40,8 +40,9 @@ from ..dataflow.channels import Direct
 from ..dataflow.operators import OperatorInfo
 from ..megaphone.bins import stable_hash64
 from .client import (Brokers, ConnectorError, brokers_string, consumer_config, log, producer_config,
-                     scan, topic_partitions)
+                     topic_partitions)
 from .epochs import (DecodeError, Format, PartitionEpochs, data_headers, format_of, marker_headers)
+from .markers import MarkerIndex
 
 __all__ = ["kafka_commit", "kafka_sink", "kafka_source", "KafkaSourceState"]
 
@@ -390,15 +391,14 @@ class KafkaSinkState:
                                                            **(add_config or {})}))
         self.last: dict[int, Optional[int]] = {p: None for p in owned}
         if owned:
+            # A previous run's markers: the epochs it completed are not written again.
+            index = MarkerIndex()
             reader = Consumer(consumer_config(brokers, None, add_config))
             try:
-                for messages in scan(reader, {(topic, p): 0 for p in owned}):
-                    for m in messages:
-                        headers = dict(m.headers() or ())
-                        if headers.get("marker") is not None and (headers.get("epoch") or b"").isdigit():
-                            self.last[m.partition()] = int(headers["epoch"])
+                index.read(reader, {(topic, p): 0 for p in owned})
             finally:
                 reader.close()
+            self.last = {p: index.states[(topic, p)].completed for p in owned}
         self.written = 0
         self.skipped_epochs = 0
         self._errors: list = []

@@ -94,6 +94,7 @@ from pyspark.sql.types import (
 )
 
 from timely.connectors import client, epochs
+from timely.connectors.markers import MarkerIndex, is_marker
 
 NAME = "timely-kafka"
 READ_SCHEMA = StructType([
@@ -224,98 +225,7 @@ def _resolve_earliest(consumer: Consumer, starts: dict[TopicPart, int]) -> dict[
     return resolved
 
 
-# ---- finding markers (driver) -------------------------------------------------------------
-def _is_marker(headers: epochs.Headers) -> bool:
-    return bool(headers) and any(name == epochs.MARKER for name, _ in headers)
 
-
-class _Markers:
-    """The epoch-end markers of some partitions, read incrementally by the driver.
-
-    One ``PartitionEpochs`` per partition is fed the markers only: its ``completed`` is
-    the partition's last complete epoch, its ``commit_points`` the offsets just after
-    each marker, and it raises if a marker goes back in time."""
-
-    def __init__(self) -> None:
-        self.states: dict[TopicPart, epochs.PartitionEpochs] = {}
-        self.positions: dict[TopicPart, int] = {}
-
-    def read(self, consumer: Consumer, starts: dict[TopicPart, int],
-             limits: Optional[dict[TopicPart, int]] = None) -> None:
-        """Read each partition of ``starts`` from where the last read stopped (``starts``
-        for one not read before) to its end, or to ``limits`` where given."""
-        limits = limits or {}
-        todo = {}
-        for tp, start in starts.items():
-            if tp not in self.states:
-                self.states[tp] = epochs.PartitionEpochs(*tp)
-                self.positions[tp] = start
-            limit = limits.get(tp)
-            if limit is None or self.positions[tp] < limit:
-                todo[tp] = self.positions[tp]
-        unlimited = sum(1 for tp in todo if tp not in limits)
-        waiting = {tp for tp in todo if tp in limits}
-        for messages in client.scan(consumer, todo):
-            for m in messages:
-                tp = (m.topic(), m.partition())
-                offset = m.offset()
-                limit = limits.get(tp)
-                if limit is not None and offset >= limit:
-                    waiting.discard(tp)
-                    continue
-                self.positions[tp] = offset + 1
-                # A marker's value is empty: only those records' headers are looked at.
-                if not m.value():
-                    headers = m.headers()
-                    if _is_marker(headers):
-                        self.states[tp].record(offset, headers, None)
-                if limit is not None and offset + 1 >= limit:
-                    waiting.discard(tp)
-            if not unlimited and not waiting:
-                break
-
-    def cutoff(self, parts: Sequence[TopicPart]) -> Optional[int]:
-        """The last epoch complete in every one of ``parts`` (None: some has none)."""
-        return epochs.complete_epochs(self.states[tp] for tp in parts)
-
-    def ends(self, starts: dict[TopicPart, int], epoch: int) -> dict[TopicPart, int]:
-        """Per partition, the offset just after its last marker of an epoch <= ``epoch``
-        (its start if it has none past the start)."""
-        ends = {}
-        for tp, start in starts.items():
-            after = self.states[tp].commit_offset(epoch)
-            ends[tp] = start if after is None or after < start else after
-        return ends
-
-    def forget(self, upto: dict[TopicPart, int]) -> None:
-        """Drop the markers at or before the offsets ``upto`` (they were read)."""
-        for tp, offset in upto.items():
-            state = self.states.get(tp)
-            if state is not None:
-                done = [e for e, after in state.commit_points if after <= offset]
-                if done:
-                    state.forget_commits(done[-1])
-
-    def largest_within(self, starts: dict[TopicPart, int], cutoff: int, limit: int) -> int:
-        """The largest epoch <= ``cutoff`` whose ends lie at most ``limit`` offsets past
-        ``starts`` in total, or the least epoch past the starts if even that is over."""
-        points = {tp: [pt for pt in self.states[tp].commit_points if pt[1] > starts[tp]]
-                  for tp in starts}
-        candidates = sorted({e for pts in points.values() for e, _ in pts if e <= cutoff})
-        index = dict.fromkeys(starts, 0)
-        ends = dict(starts)
-        chosen = None
-        for epoch in candidates:
-            for tp, pts in points.items():
-                i = index[tp]
-                while i < len(pts) and pts[i][0] <= epoch:
-                    ends[tp] = pts[i][1]
-                    i += 1
-                index[tp] = i
-            if chosen is not None and sum(ends[tp] - starts[tp] for tp in starts) > limit:
-                break
-            chosen = epoch
-        return cutoff if chosen is None else chosen
 
 
 # ---- reading a range (tasks) --------------------------------------------------------------
@@ -399,7 +309,7 @@ def _read_range(conf: _ReadConf, part: InputPartition) -> Iterator[pa.RecordBatc
                     break
                 headers = m.headers()
                 if offset < start:
-                    if _is_marker(headers):
+                    if is_marker(headers):
                         state.record(offset, headers, None)
                     continue
                 for epoch, records in state.record(offset, headers, m):
@@ -445,7 +355,7 @@ class _BatchReader(DataSourceReader):
             starts = _resolve_earliest(consumer, {tp: explicit.get(tp, default) for tp in parts})
             default, explicit = self.ending
             limits = {tp: explicit[tp] for tp in parts if explicit.get(tp, default) != LATEST}
-            markers = _Markers()
+            markers = MarkerIndex()
             markers.read(consumer, starts, limits)
         finally:
             consumer.close()
@@ -484,7 +394,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now = False
         self.target: Optional[int] = None
         self._consumer: Optional[Consumer] = None
-        self._markers: Optional[_Markers] = None
+        self._markers: Optional[MarkerIndex] = None
         consumer = conf.kafka.consumer()
         try:
             conf.partitions(consumer)
@@ -494,10 +404,10 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_consumer": None, "_markers": None}
 
-    def _scan(self) -> tuple[Consumer, _Markers]:
+    def _scan(self) -> tuple[Consumer, MarkerIndex]:
         if self._consumer is None:
             self._consumer = self.conf.kafka.consumer()
-            self._markers = _Markers()
+            self._markers = MarkerIndex()
         return self._consumer, self._markers
 
     def initialOffset(self) -> dict:
