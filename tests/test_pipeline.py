@@ -37,7 +37,7 @@ def test_pipeline_is_exact_across_a_join(spark, tansu, progress_mode, tmp_path):
                  "--kafka-prefix", f"tp{progress_mode}{os.getpid()}"])
     lines = []
     report = pipeline.run_pipeline(spark, tansu.bootstrap, events=30_000, epochs=6, partitions=4,
-                                   join_after=1, progress=progress, pace=0.4, say=lines.append)
+                                   join_after=1, progress=progress, pace=0.6, say=lines.append)
     assert report.codes == [0, 0, 0], "\n".join(report.cluster_log)
     assert report.dropped["no user"] > 0 and report.dropped["bad time"] > 0 and report.dropped["unknown page"] > 0
     assert report.raw == report.clean + sum(report.dropped.values())
