@@ -22,13 +22,14 @@ build: $(STAMP)
 	$(PY) setup.py -q build_ext --inplace
 
 test: build
-	$(PY) -c "import timely.progress as p, timely.megaphone.bins as b; assert p.implementation() == b.IMPLEMENTATION == 'cython', 'Cython twins did not build'"
+	$(PY) -c "import timely.progress as p, timely.megaphone.bins as b, timely.dataflow.exchange as x; assert p.implementation() == b.IMPLEMENTATION == x.IMPLEMENTATION == 'cython', 'Cython twins did not build'"
 	$(PY) -m pytest
 
 bench: build
 	$(PY) benchmarks/hotpaths.py
 	$(PY) benchmarks/barrier.py
 	$(PY) benchmarks/wordcount.py
+	$(PY) benchmarks/scaleout.py
 
 # The main job: Spark -> Kafka -> a growing pytimely cluster -> Kafka -> Spark's check,
 # on an embedded broker (Tansu from PyPI) and local Spark, both started and stopped here.
@@ -41,4 +42,4 @@ demos: build
 	$(PY) examples/wcc.py -w 2 --vertices 2000 --edges 1500 --epochs 5
 
 clean:
-	rm -rf build *.egg-info pyx/*.c timely/progress/*.so timely/megaphone/*.so
+	rm -rf build *.egg-info pyx/*.c timely/progress/*.so timely/megaphone/*.so timely/dataflow/*.so

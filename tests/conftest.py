@@ -8,7 +8,9 @@ skipped on purpose, in which case those tests are skipped with that reason.
 
 A test module may set ``TWIN_NEEDS = ("ChangeBatch",)`` (say) to fail only when a class
 it actually uses is missing; the default is all three. Megaphone's hash twins come the
-same way (fixtures ``bins_twin`` and ``compiled_bins``, ``TWIN_NEEDS = ("bins",)``).
+same way (fixtures ``bins_twin`` and ``compiled_bins``, ``TWIN_NEEDS = ("bins",)``), and
+so does the ``Exchange`` partition (fixtures ``exchange_twin`` and ``compiled_exchange``,
+``TWIN_NEEDS = ("exchange",)``).
 
 Hypothesis: profile "ci" (the default) and "nightly" (many more cases), selected by
 ``HYPOTHESIS_PROFILE``; both derandomized with no example database, so a CI run is
@@ -88,6 +90,23 @@ def _load_bins_twin(name: str) -> SimpleNamespace:
 _BINS_TWINS = {name: _load_bins_twin(name) for name in ("python", "cython")}
 
 
+def _load_exchange_twin(name: str) -> SimpleNamespace:
+    """The ``Exchange`` partition (``timely.dataflow.exchange.partition``) of twin
+    ``name``; ``missing`` is keyed ``"exchange"`` (list it in a module's ``TWIN_NEEDS``)."""
+    from timely.dataflow import exchange
+    if name == "python":
+        return SimpleNamespace(name=name, missing={}, partition=exchange.py_partition)
+    try:
+        compiled = importlib.import_module("timely.dataflow._cexchange")
+    except Exception as exc:  # noqa: BLE001 - the reason is what we report
+        return SimpleNamespace(name=name, partition=None, missing={
+            "exchange": f"import timely.dataflow._cexchange: {type(exc).__name__}: {exc}"})
+    return SimpleNamespace(name=name, missing={}, partition=compiled.partition)
+
+
+_EXCHANGE_TWINS = {name: _load_exchange_twin(name) for name in ("python", "cython")}
+
+
 def _needs(item) -> tuple[str, ...]:
     module = getattr(item, "module", None)
     return tuple(getattr(module, "TWIN_NEEDS", TWIN_CLASSES))
@@ -108,16 +127,18 @@ def _missing_for(item) -> list[str]:
 
 def _uses_cython(item) -> bool:
     callspec = getattr(item, "callspec", None)
-    if callspec is not None and "cython" in (callspec.params.get("twin"), callspec.params.get("bins_twin")):
+    if callspec is not None and "cython" in (callspec.params.get("twin"), callspec.params.get("bins_twin"),
+                                             callspec.params.get("exchange_twin")):
         return True
-    return bool({"both_twins", "compiled_bins"} & set(getattr(item, "fixturenames", ())))
+    return bool({"both_twins", "compiled_bins", "compiled_exchange"} & set(getattr(item, "fixturenames", ())))
 
 
 def pytest_collection_modifyitems(config, items):
     """With TIMELY_NO_CYTHON=1, skip the Cython-twin tests whose classes are not built."""
     if not NO_CYTHON:
         return
-    missing = {**_TWINS["cython"].missing, **_BINS_TWINS["cython"].missing}
+    missing = {**_TWINS["cython"].missing, **_BINS_TWINS["cython"].missing,
+               **_EXCHANGE_TWINS["cython"].missing}
     for item in items:
         if _uses_cython(item):
             absent = [c for c in _needs(item) if c in missing]
@@ -158,6 +179,18 @@ def bins_twin(request) -> SimpleNamespace:
 def compiled_bins() -> SimpleNamespace:
     """The compiled twin of ``stable_hash64`` / ``group_by_bin``, to compare with the pure one."""
     return _BINS_TWINS["cython"]
+
+
+@pytest.fixture(scope="session", params=["python", "cython"])
+def exchange_twin(request) -> SimpleNamespace:
+    """``partition`` of one twin (``exchange_twin.name``)."""
+    return _EXCHANGE_TWINS[request.param]
+
+
+@pytest.fixture(scope="session")
+def compiled_exchange() -> SimpleNamespace:
+    """The compiled twin of ``partition``, to compare with the pure one."""
+    return _EXCHANGE_TWINS["cython"]
 
 
 @pytest.fixture(scope="session")

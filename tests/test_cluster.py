@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import wcc  # noqa: E402
 from clusters import wait_for_line  # noqa: E402
 from timely.launch import LocalCluster  # noqa: E402
+from timely.megaphone.bins import stable_hash64  # noqa: E402
 
 HELLO = os.path.join(ROOT, "examples", "hello.py")
 WCC = os.path.join(ROOT, "examples", "wcc.py")
@@ -57,7 +58,8 @@ def test_two_processes_route_like_one_cluster_of_two_workers(mode):
         assert cluster.wait(60) == [0, 0], [p.output() for p in cluster.processes]
         seen = seen_by_worker(cluster)
     assert all_seen(seen) == list(range(10))
-    assert seen == {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
+    # the same routing as threads in one process: stable_hash64(x) % 2
+    assert seen == {w: [x for x in range(10) if stable_hash64(x) % 2 == w] for w in (0, 1)}
 
 
 def run_wcc_cluster(tmp_path, processes, workers, join=None, epochs=6, mode=()):
@@ -105,11 +107,11 @@ def test_join_mid_run_delivers_every_record_exactly_once(mode):
     assert all_seen(seen) == list(range(24)), log
     assert seen.get(2), f"the joiner saw nothing:\n{log}"
     for worker, xs in seen.items():
-        for x in xs:      # routed by hash % 2 before the join, % 3 after
-            assert x % 2 == worker or x % 3 == worker, (worker, x)
-    assert all(x % 3 == 2 for x in seen[2])
+        for x in xs:      # routed by stable_hash64 % 2 before the join, % 3 after
+            assert stable_hash64(x) % 2 == worker or stable_hash64(x) % 3 == worker, (worker, x)
+    assert all(stable_hash64(x) % 3 == 2 for x in seen[2])
     joined_at = min(seen[2])
-    assert all(x % 3 == w for w, xs in seen.items() for x in xs if x > joined_at)
+    assert all(stable_hash64(x) % 3 == w for w, xs in seen.items() for x in xs if x > joined_at)
 
 
 def test_two_joins_in_a_row(mode):
@@ -124,7 +126,7 @@ def test_two_joins_in_a_row(mode):
         assert codes == [0, 0, 0, 0], log
         seen = seen_by_worker(cluster)
     assert all_seen(seen) == list(range(36)), log
-    assert seen.get(3) and all(x % 4 == 3 for x in seen[3]), log
+    assert seen.get(3) and all(stable_hash64(x) % 4 == 3 for x in seen[3]), log
 
 
 def test_join_during_iterative_wcc(tmp_path, mode):
@@ -245,4 +247,4 @@ def test_exchange_broadcast_and_reductions_do_not_depend_on_the_cluster_shape():
             assert row["broadcast"] == one[0]["broadcast"], shape
         for row in rows:      # exchange: each key lives on exactly the worker it hashes to
             for records in row["exchanged"].values():
-                assert all(k % peers == row["worker"] for k, _, _ in records), shape
+                assert all(stable_hash64(k) % peers == row["worker"] for k, _, _ in records), shape

@@ -15,7 +15,6 @@ from typing import Any, Callable, Optional
 from . import verify_accounting
 from .config import Config
 from .dataflow.activations import Activations
-from .dataflow.channels import stable_hash
 from .dataflow.scope import Scope
 from .progress.broadcast import Progcaster
 
@@ -32,7 +31,7 @@ class Worker:
         self.peers: int = allocator.peers
         #: workers when the dataflows were built: each output starts with this many capabilities
         self.initial_peers: int = allocator.peers
-        #: exchange routes by ``hash % routing_peers``; a joining process is included
+        #: exchange routes by ``stable_hash64 % routing_peers``; a joining process is included
         #: once it has finished joining (nothing is routed to a worker that may vanish)
         self.routing_peers: int = allocator.peers
         #: a joining worker: it holds no capabilities and bootstraps its progress state
@@ -40,8 +39,6 @@ class Worker:
         if self.is_joiner:
             self.initial_peers = config.processes * config.workers
         self.activations = Activations()
-        # Python's str hash is salted per process: across processes, route by a stable one.
-        self.route_hash: Callable[[Any], int] = hash if not config.cluster else stable_hash
         self.progcasters: dict[int, Any] = {}
         self._scope_of_channel: dict[int, Any] = {}
         self._rescales = getattr(allocator, "rescales", None)

@@ -22,7 +22,7 @@ from ..progress import Antichain, MutableAntichain
 from ..progress.location import Source, Target
 from ..progress.timestamp import results_in
 from .capability import Capability
-from .channels import Exchange, Pipeline, Tee
+from .channels import Direct, Exchange, Pipeline, Tee
 from .operator import FrontierNotificator, OutputPort
 from .stream import Stream
 
@@ -250,7 +250,7 @@ def broadcast(stream: Stream) -> Stream:
         out.give_unchecked(time, copies)
     tagged = _pipeline_op(stream, "BroadcastReplicate", replicate)
     return _pipeline_op(tagged, "Broadcast", lambda t, rs, out: out.give_unchecked(t, [r for _, r in rs]),
-                        Exchange(_destination))
+                        Direct(_destination))
 
 
 def _destination(tagged: tuple) -> int:
