@@ -16,7 +16,11 @@ timeout. A joining process that disappears before it finished joining is dropped
 instead: no data was routed to it yet, so the cluster carries on.
 
 Costs: a message to a remote worker is one msgpack encoding and one frame; a progress
-batch crosses each process boundary once, whatever the number of remote workers.
+batch crosses each process boundary once, whatever the number of remote workers. The
+send thread writes everything queued (up to 256 frames) in one ``sendall``; the receive
+thread reads whatever the socket holds (up to 1 MB) in one ``recv_into`` and decodes
+every complete frame in it, so the system calls and GIL hand-offs are per chunk, not
+per frame.
 """
 from __future__ import annotations
 
@@ -42,6 +46,8 @@ CONTROL = 0xFFFFFFFF          # channel of control frames
 _HELLO = struct.Struct("!8sIIIII")
 _MAGIC = b"pytimely"
 _NONCE = 32
+_RECV_CHUNK = 1 << 20         # the receive buffer (grown for a frame that is larger)
+_RECV_ROOM = 1 << 16          # least free space a receive is made into
 
 
 class ClusterError(RuntimeError):
@@ -176,22 +182,55 @@ class Connection:
         sock = self.sock
         sock.settimeout(self.hub.timeout)
         hub = self.hub
+        size = HEADER.size
+        # One buffer, filled by recv_into as far as the socket has data and parsed for
+        # every complete frame in it: one system call and one GIL hand-back per chunk
+        # (up to _RECV_CHUNK bytes, often dozens of frames), not two per frame.
+        buf = bytearray(_RECV_CHUNK)
+        view = memoryview(buf)
+        start = end = 0         # unparsed bytes are buf[start:end]
+        need = size             # bytes the next frame needs from start (header first)
         try:
             while True:
-                header = _recv_exact(sock, HEADER.size)
-                channel, source, first, last, seq, length = decode_header(header)
-                payload = decode_payload(_recv_exact(sock, length)) if length else None
-                if channel == CONTROL:
-                    kind = payload[0] if payload else None
-                    if kind == "hb":
-                        continue
-                    if kind == "bye":
-                        self.peer_gone = True
-                        hub.connection_closed(self)
-                        return
-                    hub.control(self, source, first, last, payload)
-                else:
-                    hub.deliver(channel, source, first, last, seq, payload)
+                if start == end:
+                    start = end = 0
+                    if len(buf) > 4 * _RECV_CHUNK:      # a large frame has gone: shrink back
+                        view.release()
+                        buf = bytearray(_RECV_CHUNK)
+                        view = memoryview(buf)
+                if len(buf) - end < _RECV_ROOM or len(buf) - start < need:
+                    # Move the partial frame to the front (growing the buffer if the
+                    # frame is larger than it): the room to receive into stays large.
+                    view.release()
+                    pending = buf[start:end]
+                    if len(buf) < need + _RECV_ROOM:
+                        buf = bytearray(need + _RECV_CHUNK)
+                    buf[:len(pending)] = pending
+                    view = memoryview(buf)
+                    start, end = 0, len(pending)
+                received = sock.recv_into(view[end:])
+                if not received:
+                    raise ConnectionError("connection closed")
+                end += received
+                while end - start >= size:
+                    channel, source, first, last, seq, length = decode_header(view[start:start + size])
+                    need = size + length
+                    if end - start < need:
+                        break
+                    payload = decode_payload(view[start + size:start + need]) if length else None
+                    start += need
+                    need = size
+                    if channel == CONTROL:
+                        kind = payload[0] if payload else None
+                        if kind == "hb":
+                            continue
+                        if kind == "bye":
+                            self.peer_gone = True
+                            hub.connection_closed(self)
+                            return
+                        hub.control(self, source, first, last, payload)
+                    else:
+                        hub.deliver(channel, source, first, last, seq, payload)
         except socket.timeout:
             hub.connection_lost(self, f"silent for more than {hub.timeout:g} s")
         except (ConnectionError, OSError) as e:
