@@ -1,58 +1,68 @@
-"""python -m broker status --bootstrap HOST:PORT [--prefix P] [--subscriber NAME ...]
+"""python -m broker status --bootstrap HOST:PORT [--prefix P] [--subscriber NAME ...] [--option K=V ...]
 
 Shows, per worker progress log under the prefix: its length in records, the latest
 snapshot (the log sequence number and offset it covers), and each subscriber's
 committed position. The length is found by reading the log from the latest snapshot
-on (the test broker's end-offset answers cannot be trusted), so it costs the tail.
+to its end (librdkafka's end-of-partition event; the test broker's end-offset answers
+cannot be trusted), so it costs the tail.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from typing import Optional
 
-from .log import BrokerError, Topics, client_options, connect_admin, unpack
+from .client import BrokerError, connect_admin, consumer_config, group_offsets, list_groups
+from .log import Topics, unpack
 from .subscriber import Subscriber
 
 
-def status(bootstrap: str, prefix: str, subscribers: list[str], options: dict | None = None) -> list[dict]:
-    from kafka import KafkaConsumer, TopicPartition
+def _last_lseq(bootstrap: str, topic: str, start: int, before: int, options: Optional[dict]) -> int:
+    """The lseq of the last record of ``topic`` at or after offset ``start`` (``before``
+    if there is none), reading to the end of the partition."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    reader = Consumer({**consumer_config(bootstrap, f"{topic}.status", options), "enable.partition.eof": True})
+    try:
+        reader.assign([TopicPartition(topic, 0, start)])
+        last, deadline = before, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for message in reader.consume(1000, 0.2):
+                error = message.error()
+                if error is None:
+                    last = unpack(message.value())[0]
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    return last
+        raise BrokerError(f"reading {topic} to its end took more than 30 s")
+    finally:
+        reader.close()
+
+
+def status(bootstrap: str, prefix: str, subscribers: list[str], options: Optional[dict] = None) -> list[dict]:
+    """One row per worker log under ``prefix``: worker, log, records, snapshot_lseq,
+    snapshot_offset, subscribers ({name: committed offset or None})."""
     topics = Topics(prefix)
     admin = connect_admin(bootstrap, options)
-    try:
-        names = sorted(t for t in admin.list_topics() if t.startswith(f"{prefix}.progress."))
-        groups = [g["group_id"] if isinstance(g, dict) else g[0] for g in admin.list_groups()]
-        subscribers = subscribers or sorted(g[len(f"{prefix}.sub."):] for g in groups
-                                            if isinstance(g, str) and g.startswith(f"{prefix}.sub."))
-        committed = {name: admin.list_group_offsets(topics.subscriber_group(name)).get(
-            topics.subscriber_group(name), {}) for name in subscribers}
-    finally:
-        admin.close()
+    names = sorted(t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{prefix}.progress."))
+    group_prefix = f"{prefix}.sub."
+    subscribers = subscribers or sorted(g[len(group_prefix):] for g in list_groups(admin)
+                                        if g.startswith(group_prefix))
+    committed = {name: group_offsets(admin, topics.subscriber_group(name)) for name in subscribers}
     probe = Subscriber(bootstrap, prefix, lambda *a: None, name="status", on_error=lambda e: None,
                        options=options)
     rows = []
-    for topic in names:
-        worker = int(topic.rsplit(".", 1)[1])
-        snapshot = probe.latest_snapshot(worker)
-        start = snapshot[2] if snapshot else 0
-        reader = KafkaConsumer(**client_options(bootstrap, options), enable_auto_commit=False)
-        tp = TopicPartition(topic, 0)
-        reader.assign([tp])
-        reader.seek(tp, start)
-        last_lseq, idle = (snapshot[1] - 1 if snapshot else -1), time.monotonic()
-        while time.monotonic() - idle < 0.5:
-            batch = reader.poll(timeout_ms=100)
-            for records in batch.values():
-                for record in records:
-                    last_lseq = unpack(record.value)[0]
-                idle = time.monotonic()
-        reader.close()
-        rows.append({"worker": worker, "log": topic, "records": last_lseq + 1,
-                     "snapshot_lseq": snapshot[1] if snapshot else None,
-                     "snapshot_offset": snapshot[2] if snapshot else None,
-                     "subscribers": {name: (committed[name].get(tp).offset if committed[name].get(tp) else None)
-                                     for name in subscribers}})
-    probe.stop()
+    try:
+        for topic in names:
+            worker = int(topic.rsplit(".", 1)[1])
+            snapshot = probe.latest_snapshot(worker)
+            start = snapshot[2] if snapshot else 0
+            last = _last_lseq(bootstrap, topic, start, snapshot[1] - 1 if snapshot else -1, options)
+            rows.append({"worker": worker, "log": topic, "records": last + 1,
+                         "snapshot_lseq": snapshot[1] if snapshot else None,
+                         "snapshot_offset": snapshot[2] if snapshot else None,
+                         "subscribers": {name: committed[name].get((topic, 0)) for name in subscribers}})
+    finally:
+        probe.stop()
     return rows
 
 
@@ -63,9 +73,17 @@ def main(argv: list[str]) -> int:
     st.add_argument("--bootstrap", required=True, help="HOST:PORT of a broker")
     st.add_argument("--prefix", default="timely")
     st.add_argument("--subscriber", action="append", default=[], help="subscriber name (default: all found)")
+    st.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a librdkafka client property (repeatable)")
     args = parser.parse_args(argv)
+    options = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--option {item!r} is not KEY=VALUE")
+        options[key] = int(value) if value.isdigit() else value
     try:
-        rows = status(args.bootstrap, args.prefix, args.subscriber)
+        rows = status(args.bootstrap, args.prefix, args.subscriber, options)
     except BrokerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

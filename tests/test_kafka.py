@@ -82,13 +82,13 @@ def test_log_and_subscriber_deliver_every_batch_in_order(tansu, prefix):
 
 
 def test_subscriber_skips_duplicates_and_stops_on_a_gap(tansu, prefix):
-    from kafka import KafkaProducer
+    from confluent_kafka import Producer
     topics = Topics(prefix)
     ensure_topics(connect_admin(tansu.bootstrap), [topics.log(0)])
-    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, max_in_flight_requests_per_connection=1)
+    producer = Producer({"bootstrap.servers": tansu.bootstrap, "max.in.flight.requests.per.connection": 1})
     for lseq in (0, 1, 1, 2, 4):       # a duplicate of 1, then 3 is missing
-        producer.send(topics.log(0), value=pack((lseq, 1, lseq, [(("k",), 1)])))
-    producer.flush()
+        producer.produce(topics.log(0), pack((lseq, 1, lseq, [(("k",), 1)])), partition=0)
+    assert producer.flush(10) == 0
     got, errors = [], []
     sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="b", on_error=errors.append)
     sub.add(0)

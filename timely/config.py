@@ -43,7 +43,7 @@ class Config:
     kafka_prefix: str = "timely"          # topic names: several clusters can share a broker
     kafka_snapshot_interval: int = 1000   # a snapshot per worker log every N batches
     kafka_trim_interval: float = 10.0     # seconds between deletions of records all have read
-    kafka_options: dict = dataclasses.field(default_factory=dict)  # passed to kafka-python
+    kafka_options: dict = dataclasses.field(default_factory=dict)  # librdkafka properties for broker/'s clients
     check_progress: bool = False          # assert progress accounting after every step
     timeout: float = 30.0                 # seconds a peer may stay silent before fail-stop
     join: Optional[int] = None            # joining a running cluster: the bootstrap worker
@@ -144,7 +144,9 @@ class Config:
         parser.add_argument("--kafka-prefix", dest="kafka_prefix")
         parser.add_argument("--kafka-snapshot-interval", dest="kafka_snapshot_interval", type=int)
         parser.add_argument("--kafka-option", dest="kafka_option", action="append", default=None,
-                            metavar="KEY=VALUE", help="a kafka-python client setting (repeatable)")
+                            metavar="KEY=VALUE",
+                            help="a librdkafka property of the progress clients, e.g. fetch.wait.max.ms=10 "
+                                 "(repeatable)")
         parser.add_argument("--check-progress", dest="check_progress", action="store_true", default=None)
         parser.add_argument("--timeout", type=float)
         parser.add_argument("-j", "--join", type=int)

@@ -64,7 +64,7 @@ class KafkaProgress:
         that came back empty must stop the computation, not stall it); every
         ``kafka_trim_interval`` seconds, delete what every subscriber has read (where the
         broker can)."""
-        from kafka.errors import KafkaError
+        from confluent_kafka import KafkaException
         next_trim = time.monotonic() + self.config.kafka_trim_interval
         trimming = True
         while not self._stop.wait(0.5):
@@ -73,7 +73,7 @@ class KafkaProgress:
             except BrokerLostError as e:
                 self._error(e)
                 return
-            except (KafkaError, BrokerError, OSError):
+            except (KafkaException, BrokerError, OSError):
                 continue                    # no answer: a stall, which resumes by itself
             if trimming and time.monotonic() >= next_trim:
                 next_trim = time.monotonic() + self.config.kafka_trim_interval
@@ -81,7 +81,7 @@ class KafkaProgress:
                 try:
                     if self.log.trim([f"p{p}" for p in range(processes)]) == 0 and not self.log.can_delete:
                         trimming = False
-                except (KafkaError, BrokerError) as e:
+                except (KafkaException, BrokerError) as e:
                     log.warning("trimming the progress logs: %s", e)
 
     def _deliver(self, worker: int, channel: int, seq: int, updates: Any) -> None:
