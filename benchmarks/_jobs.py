@@ -63,13 +63,16 @@ def paced_arguments(duration: float) -> argparse.ArgumentParser:
     return parser
 
 
-def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None, on_step=None):
+def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None, on_step=None,
+                 scheduled=False):
     """Worker 0's injection loop: one line (``next_line()``) per epoch, ``rate`` epochs
     per second (``rate <= 0``: the next as soon as the probe passed the last), while
     ``running(now)``; then closes ``source`` and steps until the probe passed the epochs
     still in flight. ``on_inject(epoch, now)`` after each injection, ``on_step(now)``
     after each step. Returns ``([(epoch, injected, completed), ...], epochs injected)``
-    with wall-clock times (epochs in flight at the close are not listed)."""
+    with wall-clock times (epochs in flight at the close are not listed). ``scheduled``:
+    an epoch's injection time is when it was due, not when the loop got to it (an open
+    loop: a saturated worker falls behind schedule, and the lag counts as latency)."""
     flat_out = rate <= 0
     period = 0.0 if flat_out else 1.0 / rate
     pending: deque = deque()
@@ -84,7 +87,7 @@ def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None
             source.send_batch([next_line()])
             epoch += 1
             source.advance_to(epoch)
-            pending.append((epoch - 1, now))
+            pending.append((epoch - 1, next_at if scheduled and not flat_out else now))
             next_at += period
             if on_inject is not None:
                 on_inject(epoch, now)
@@ -96,7 +99,13 @@ def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None
         if on_step is not None:
             on_step(done)
     source.close()
-    worker.step_while(lambda: pending and not probe.done())
+    while pending and not probe.done():
+        worker.step_or_park(0.005)
+        if scheduled:       # an open loop counts the backlog at the close too
+            done = time.time()
+            while pending and not probe.less_equal(pending[0][0]):
+                e, injected = pending.popleft()
+                epochs.append((e, injected, done))
     return epochs, epoch
 
 
@@ -390,6 +399,20 @@ def report_state(worker, label: str, counts: dict, states=None) -> None:
     sys.stdout.write("final " + json.dumps(doc) + "\n")
 
 
+def heavy_add(work: int):
+    """``add`` (the running count) plus ``work`` steps of a per-key pseudo-random walk
+    kept beside it: a stand-in for an expensive per-key update (a model or sketch), so
+    that the stateful operator, not the routing, is what saturates a process. The count
+    stays exact: the state is ``(count, walk)``."""
+    def fold(word, n, state):
+        total, x = state if state is not None else (0, len(word))
+        for _ in range(work):
+            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        total += n
+        return (total, x), ((word, total),)
+    return fold
+
+
 def migration(argv):
     """WordCount over ``state_machine`` (``running_counts``), the rebalancer moving bins
     to every process that joins. Worker 0 optionally first loads ``--load`` distinct
@@ -406,6 +429,10 @@ def migration(argv):
     parser.add_argument("--joins", type=int, default=0, help="migrations to wait for")
     parser.add_argument("--tail", type=float, default=0.0)
     parser.add_argument("--max-seconds", type=float, default=300.0)
+    parser.add_argument("--work", type=int, default=0,
+                        help="extra per-record work in the fold (see heavy_add), for saturation runs")
+    parser.add_argument("--open-loop", action="store_true",
+                        help="latency from when each epoch was due (see paced_epochs' scheduled)")
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
     logging.basicConfig(level=logging.WARNING, format="%(created).6f %(name)s: %(message)s")
@@ -414,7 +441,11 @@ def migration(argv):
     def build(worker):
         def dataflow(scope):
             source, lines = scope.new_input()
-            return source, running_counts(lines, bins=args.bins).probe()
+            if args.work:
+                counted = lines.map_batch(pairs).state_machine(heavy_add(args.work), bins=args.bins)
+            else:
+                counted = running_counts(lines, bins=args.bins)
+            return source, counted.probe()
         source, probe = worker.dataflow(dataflow)
         states = worker.stateful_states[0]
         if worker.bootstrap():
@@ -454,7 +485,7 @@ def migration(argv):
 
             sys.stdout.write(f"steady at {start:.6f} after loading {args.load} keys in {load_seconds:.3f} s\n")
             timed, injected = paced_epochs(worker, source, probe, args.rate, line, running,
-                                           on_step=tracker.poll)
+                                           on_step=tracker.poll, scheduled=args.open_loop)
             worker.run()
             tracker.poll(time.time())
             result = {"start": start, "epochs": [(e, t - start, d - t) for e, t, d in timed],
@@ -464,7 +495,10 @@ def migration(argv):
                 with open(args.output, "w") as f:
                     json.dump(result, f)
         worker.run()
-        report_state(worker, "megaphone", states.snapshot(), states)
+        held = states.snapshot()
+        if args.work:
+            held = {key: state[0] for key, state in held.items()}
+        report_state(worker, "megaphone", held, states)
         return None
 
     timely.execute(config, build)
