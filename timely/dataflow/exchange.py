@@ -27,10 +27,10 @@ True
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Iterable, Optional
 
 from ..megaphone.bins import py_stable_hash64, stable_hash64
+from .._twin import compiled
 
 MAX_PEERS = 1 << 31
 
@@ -64,14 +64,11 @@ def partition(records: Iterable[Any], key: Optional[Callable[[Any], Any]], peers
 
 
 # The pure twin stays importable as ``py_partition``; the compiled one replaces the
-# public name when it is built (and TIMELY_PURE_PYTHON does not forbid it).
+# public name when it is built (see timely._twin).
 py_partition = partition
-IMPLEMENTATION = "python"
-if os.environ.get("TIMELY_PURE_PYTHON", "") not in ("1", "true", "yes"):
-    try:
-        from ._cexchange import partition  # type: ignore[no-redef]  # noqa: F811
-        IMPLEMENTATION = "cython"
-    except ImportError:
-        pass
+_compiled = compiled("timely.dataflow._cexchange")
+IMPLEMENTATION = "python" if _compiled is None else "cython"
+if _compiled is not None:
+    partition = _compiled.partition
 
 __all__ = ["partition", "py_partition", "stable_hash64", "IMPLEMENTATION"]

@@ -36,9 +36,9 @@ True
 """
 from __future__ import annotations
 
-import os
 import struct
 from typing import Any, Callable, Iterable, Optional, Sequence
+from .._twin import compiled
 
 MASK = (1 << 64) - 1
 _FNV_OFFSET = 0xCBF29CE484222325
@@ -216,12 +216,9 @@ class RoutingTable:
 
 
 # The pure-Python twins stay importable under these names; the compiled twins replace
-# the public names when they are built (and TIMELY_PURE_PYTHON does not forbid them).
+# the public names when they are built (see timely._twin).
 py_stable_hash64, py_group_by_bin = stable_hash64, group_by_bin
-IMPLEMENTATION = "python"
-if os.environ.get("TIMELY_PURE_PYTHON", "") not in ("1", "true", "yes"):
-    try:
-        from ._cbins import group_by_bin, stable_hash64  # type: ignore[no-redef]  # noqa: F811
-        IMPLEMENTATION = "cython"
-    except ImportError:
-        pass
+_compiled = compiled("timely.megaphone._cbins")
+IMPLEMENTATION = "python" if _compiled is None else "cython"
+if _compiled is not None:
+    stable_hash64, group_by_bin = _compiled.stable_hash64, _compiled.group_by_bin

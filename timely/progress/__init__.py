@@ -9,8 +9,7 @@ The pure-Python twins stay importable from their modules (``timely.progress.anti
 """
 from __future__ import annotations
 
-import os
-
+from .._twin import compiled
 from . import antichain as _py_antichain
 from . import change_batch as _py_change_batch
 from . import reachability as _py_reachability
@@ -25,14 +24,12 @@ ChangeBatch = _py_change_batch.ChangeBatch
 MutableAntichain = _py_antichain.MutableAntichain
 Tracker = _py_reachability.Tracker
 
-if os.environ.get("TIMELY_PURE_PYTHON", "") not in ("1", "true", "yes"):
-    try:
-        from ._cantichain import MutableAntichain  # type: ignore[no-redef]  # noqa: F811
-        from ._cchange_batch import ChangeBatch  # type: ignore[no-redef]  # noqa: F811
-        from ._creachability import Tracker  # type: ignore[no-redef]  # noqa: F811
-        _IMPLEMENTATION = "cython"
-    except ImportError:
-        pass
+_compiled = [compiled(f"{__name__}._c{stem}") for stem in ("antichain", "change_batch", "reachability")]
+if all(m is not None for m in _compiled):
+    MutableAntichain = _compiled[0].MutableAntichain
+    ChangeBatch = _compiled[1].ChangeBatch
+    Tracker = _compiled[2].Tracker
+    _IMPLEMENTATION = "cython"
 
 
 def implementation() -> str:
