@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import enum
 import math
-import os
 import struct
 import sys
 
@@ -29,19 +28,13 @@ from hypothesis import strategies as st
 from timely.megaphone import bins
 from timely.megaphone.bins import (MASK, RoutingTable, bin_of, bin_shift, py_group_by_bin,
                                    py_stable_hash64)
+from timely._twin import pure_python_forced
+from twin_calls import outcome
 
-PURE_ONLY = os.environ.get("TIMELY_PURE_PYTHON", "") in ("1", "true", "yes")
+PURE_ONLY = pure_python_forced()
 # conftest fails the compiled-twin tests when it is not importable, or skips them when
 # TIMELY_NO_CYTHON=1 says the build was left out on purpose.
 TWIN_NEEDS = ("bins",)
-
-
-def outcome(fn, *args):
-    """``("ok", result)`` or ``(exception type, message)``: what a call did."""
-    try:
-        return "ok", fn(*args)
-    except Exception as exc:  # noqa: BLE001 - comparing what both twins raise
-        return type(exc), str(exc)
 
 
 # ---- strategies ----------------------------------------------------------------------

@@ -29,17 +29,11 @@ from bounded import execute_bounded
 from timely import Exchange
 from timely.dataflow import exchange
 from timely.megaphone.bins import py_stable_hash64
+from timely._twin import pure_python_forced
+from twin_calls import outcome
 
-PURE_ONLY = os.environ.get("TIMELY_PURE_PYTHON", "") in ("1", "true", "yes")
+PURE_ONLY = pure_python_forced()
 TWIN_NEEDS = ("exchange",)
-
-
-def outcome(fn, *args):
-    """``("ok", result)`` or ``(exception type, message)``: what a call did."""
-    try:
-        return "ok", fn(*args)
-    except Exception as exc:  # noqa: BLE001 - comparing what both twins raise
-        return type(exc), str(exc)
 
 
 # ---- strategies ----------------------------------------------------------------------

@@ -40,17 +40,17 @@ class MarkerIndex:
         """Read each partition of ``starts`` from where the last read stopped (``starts``
         for one not read before) to its end, or to ``limits`` where given."""
         limits = limits or {}
-        todo = {}
+        unread = {}
         for tp, start in starts.items():
             if tp not in self.states:
                 self.states[tp] = epochs.PartitionEpochs(*tp)
                 self.positions[tp] = start
             limit = limits.get(tp)
             if limit is None or self.positions[tp] < limit:
-                todo[tp] = self.positions[tp]
-        unlimited = sum(1 for tp in todo if tp not in limits)
-        waiting = {tp for tp in todo if tp in limits}
-        for messages in client.scan(consumer, todo):
+                unread[tp] = self.positions[tp]
+        unlimited = sum(1 for tp in unread if tp not in limits)
+        waiting = {tp for tp in unread if tp in limits}
+        for messages in client.scan(consumer, unread):
             for m in messages:
                 tp = (m.topic(), m.partition())
                 offset = m.offset()
