@@ -33,6 +33,7 @@ def main(argv):
             return source, stream.exchange(lambda x: x).probe()
         source, probe = worker.dataflow(dataflow)
         if worker.bootstrap():
+            source.close()
             hub = worker.allocator.hub
             bootstrapped = time.time()
             # caught up: this worker's view of progress is current (worker 0's input

@@ -127,6 +127,7 @@ def latency(argv):
             built[0] = time.process_time()
         if worker.bootstrap():
             sys.stdout.write(f"joined at {time.time():.6f} after {worker.bootstrap_seconds:.4f} s\n")
+            source.close()
             return None
         if worker.index != 0:
             source.close()
@@ -272,10 +273,11 @@ def bootstrap_state(argv):
             return source, stream.unary(None, "Hold", constructor).probe()
 
         source, probe = worker.dataflow(dataflow)
-        if worker.bootstrap():
+        joined = worker.bootstrap()
+        source.close()
+        if joined:
             sys.stdout.write(f"joined at {time.time():.6f} after {worker.bootstrap_seconds:.6f} s\n")
             return None
-        source.close()
         if worker.index != 0:
             return None
         built = time.perf_counter()
@@ -450,6 +452,7 @@ def migration(argv):
         states = worker.stateful_states[0]
         if worker.bootstrap():
             sys.stdout.write(f"joined at {time.time():.6f} after {worker.bootstrap_seconds:.4f} s\n")
+            source.close()
         elif worker.index != 0:
             source.close()
         else:

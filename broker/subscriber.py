@@ -23,6 +23,7 @@ O(snapshot size) plus two round trips; idle, one fetch per log's broker per fetc
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -30,6 +31,8 @@ from typing import Any, Callable, Optional
 from .client import (BrokerError, BrokerLostError, connect_admin, consumer_config, describe, ensure_topics,
                      group_offsets, log)
 from .log import Topics, unpack
+
+log = logging.getLogger("broker")
 
 
 class Subscriber:
@@ -50,6 +53,7 @@ class Subscriber:
         self.consumer = Consumer(consumer_config(bootstrap, self.topics.subscriber_group(name), self.options))
         self._lock = threading.Lock()
         self._pending: list[tuple[int, int, int]] = []   # (worker, lseq, offset) to start tailing
+        self._retiring: dict[str, int] = {}              # topic -> end lseq (its writer left)
         self._expected: dict[str, list] = {}             # topic -> [worker, next lseq]
         self._next_offset: dict[str, int] = {}           # topic -> next offset to read
         self.records_read: dict[int, int] = {}
@@ -92,6 +96,29 @@ class Subscriber:
         with self._lock:
             self._pending.append((worker, lseq, offset))
         return snapshot
+
+    def retire(self, worker: int, end: int) -> None:
+        """``worker`` left and its log ends before record ``end``: stop tailing the log
+        once every record before ``end`` is delivered."""
+        with self._lock:
+            self._retiring[self.topics.log(worker)] = end
+
+    def _retire_done(self) -> None:
+        from confluent_kafka import TopicPartition
+        with self._lock:
+            retiring = list(self._retiring.items())
+        done = [t for t, end in retiring if t not in self._expected or self._expected[t][1] >= end]
+        if done:
+            with self._lock:
+                for topic in done:
+                    self._retiring.pop(topic, None)
+            gone = [t for t in done if t in self._expected]
+            for topic in gone:
+                del self._expected[topic]
+                self._next_offset.pop(topic, None)
+            if gone:
+                self.consumer.incremental_unassign([TopicPartition(t, 0) for t in gone])
+                log.info("subscriber %s stopped tailing %s", self.name, ", ".join(gone))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"broker-subscriber-{self.name}")
@@ -140,6 +167,8 @@ class Subscriber:
             while not self._stop.is_set():
                 if self._pending:
                     self._assign_pending()
+                if self._retiring:
+                    self._retire_done()
                 if self.check is not None:
                     error = self.check()
                     if error is not None:

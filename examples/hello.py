@@ -31,10 +31,10 @@ def hello(worker, rounds: int, delay: float, out=print):
 
     source, probe = worker.dataflow(build)
     # A worker joining a running cluster (--join B --nn N) bootstraps its progress state
-    # here, after building every dataflow, and then just steps: it holds no input.
-    if worker.bootstrap():
-        return
-    for round_ in range(rounds):
+    # here, after building every dataflow; its input then holds a capability at the round
+    # its bootstrap worker was in, and it takes part in the rounds from there.
+    start = source.time() if worker.bootstrap() else 0
+    for round_ in range(start, rounds):
         if index == 0:
             if delay:
                 time.sleep(delay)

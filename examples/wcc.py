@@ -123,8 +123,11 @@ def run(worker, batches, epoch_delay=0.0):
     edges, ticks, captured, probe = worker.dataflow(build)
     # Labels and adjacency are per-vertex state: they are routed over the workers the
     # dataflow started with (pinned), so a worker that joins later owns no vertex and
-    # has nothing to feed; it bootstraps its progress state and steps along.
+    # has nothing to feed: it bootstraps its progress state, gives up its inputs and
+    # steps along.
     if worker.bootstrap():
+        edges.close()
+        ticks.close()
         return captured
     for epoch, batch in enumerate(batches):
         if epoch_delay:

@@ -81,6 +81,7 @@ def run(worker, lines, epochs, all_workers=False, exchange=False, epoch_delay=0.
 
     source, captured, probe = worker.dataflow(build)
     if worker.bootstrap():      # a joined worker: no input of its own, it steps along
+        source.close()
         return captured
     if all_workers:
         lines = lines[worker.index::worker.initial_peers]

@@ -5,20 +5,24 @@ exchange protocol (perf_op under the capability rules, partial sends with a just
 remainder, FIFO deliveries in any interleaving), local propagation and the combined
 protocol, whose workers are our real ChangeBatch (both twins), Progcaster and Tracker,
 plus workers joining mid-run through the real bootstrap code (peer-to-peer:
-BootstrapServer + run_client; Kafka: snapshot + tail, run_kafka_client). After every
+BootstrapServer + run_client; Kafka: snapshot + tail, run_kafka_client), with the
+capabilities their bootstrap worker grants them (``grants.implied_times``), and workers
+leaving mid-run (net-zero handovers, then gone). After every
 transition the checker evaluates seed 002's exchange ``Safe`` (temporal form), the
 ``glob`` lemma, the combined ``Safe`` of §6, convergence of every Tracker to the
 oracle's ``implied_frontier`` once its worklists are empty, and the accounting those
 rest on; each schedule ends drained, with every view equal to the true state.
 
 The mutation tests keep the checker honest: each deliberately broken variant must be
-caught within its budget, and the silent one (an off-by-one in the bootstrap sequence
+caught within its budget (among them the two races the model found in the grant and
+handover rules: a grant at exactly a held pointstamp, a handover its sender's batches in
+flight rest on), and the silent one (an off-by-one in the bootstrap sequence
 number, which the real Progcaster cannot notice) must be caught by seed 002's
 properties alone.
 
 Budgets: ``TIMELY_VERIFY_SEEDS`` (default 16) seeds x ``TIMELY_VERIFY_STEPS`` (default
 3000) transitions per (twin, mode): about 125 schedules and 50,000 transitions each,
-about 750 schedules and 300,000 checked transitions in all (about 20 s); set them
+about 1,250 schedules and 500,000 checked transitions in all (about 30 s); set them
 higher for a nightly run, or use ``python -m timely.verify --steps N --seeds K``.
 """
 from __future__ import annotations
@@ -39,7 +43,9 @@ STEPS = int(os.environ.get("TIMELY_VERIFY_STEPS", "3000"))
 MUTATION_BUDGET = 20_000          # transitions; every mutation is caught in < 1,000 today
 SAFETY_ONLY_BUDGET = 40_000       # seed 002's properties alone, for the silent off-by-one
 
-MODES = {"p2p": Options(), "p2p-join": Options(join=True), "kafka-join": Options(join=True, kafka=True)}
+MODES = {"p2p": Options(), "p2p-join": Options(join=True), "kafka-join": Options(join=True, kafka=True),
+         "p2p-join-leave": Options(join=True, leave=True),
+         "kafka-join-leave": Options(join=True, kafka=True, leave=True)}
 
 
 def _describe(report) -> str:
@@ -67,6 +73,8 @@ def test_properties_hold_on_random_schedules(twin, mode):
         assert report.evaluations[prop] > 0, f"{prop} was never evaluated"
     if options.join:
         assert report.joins >= SEEDS, "joins did not happen"
+    if options.leave:
+        assert report.leaves >= SEEDS, "leaves did not happen"
 
 
 def test_exploration_reaches_the_protocol_corners():
@@ -83,9 +91,36 @@ def test_exploration_reaches_the_protocol_corners():
     for corner in ("kafka: latest snapshot", "kafka: older snapshot", "kafka: no snapshot",
                    "kafka: non-empty tail"):
         assert kafka.coverage[corner] > 0, corner
+    for report in (p2p, kafka):
+        for corner in ("grants: capabilities granted", "grants: joiner installed holding grants",
+                       "grants: none (a join without grants)",
+                       "grants: after a capability held at the output itself"):
+            assert report.coverage[corner] > 0, corner
     kinds = set(p2p.by_kind) | set(kafka.by_kind)
     assert kinds >= {"perf_op", "recv_cap", "send_upd", "deliver", "propagate", "join_start",
                      "apply_join", "ctrl", "serve", "client", "kafka_install"}
+
+
+def test_exploration_reaches_the_leave_corners():
+    """Leaves: handovers of both kinds, data still arriving, a departed worker's batches
+    still in flight, joins after a leave (the server waiting for those batches; a Kafka
+    joiner reading a departed worker's log)."""
+    p2p = explore(Options(join=True, leave=True), seeds=[0, 1, 2], steps=3000)
+    kafka = explore(Options(join=True, kafka=True, leave=True), seeds=[0, 1, 2], steps=3000)
+    assert not p2p.violations and not kafka.violations
+    assert p2p.leaves > 0 and kafka.leaves > 0
+    for corner in ("leave: handover above a kept capability",
+                   "leave: handover after every batch was applied",
+                   "leave: data received while leaving",
+                   "leave: batches of a departed worker still in flight",
+                   "leave: messages to a departed worker discarded", "joins after a leave",
+                   "p2p: server waited for a departed worker's batches"):
+        assert p2p.coverage[corner] > 0, corner
+    for corner in ("leave: handover above a kept capability", "joins after a leave",
+                   "kafka: a departed worker's log read by a joiner"):
+        assert kafka.coverage[corner] > 0, corner
+    assert not kafka.coverage["leave: handover after every batch was applied"]
+    assert set(p2p.by_kind) >= {"leave_start", "handover", "leave_finish"}
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -171,6 +206,39 @@ def test_mutation_joiner_skipping_the_snapshot_tail_is_caught(twin):
     _caught("skip_snapshot_tail", twin.name)
 
 
+def test_mutation_grant_of_a_closed_time_is_caught(twin):
+    """The bootstrap server grants the minimum time, which nothing it holds justifies."""
+    prop, _ = _caught("grant_closed_time", twin.name)
+    assert prop in ("exchange_safe", "glob_lemma", "combined_safe")
+
+
+def test_mutation_grant_not_strictly_above_a_held_capability_is_caught(twin):
+    """A grant at exactly a pointstamp the server holds (at-or-above, as
+    timely.rescaling.grants computes it): the joiner's -1 for it can reach a view before
+    the server's +1 and cancel the server's own count."""
+    prop, _ = _caught("grant_not_strict", twin.name)
+    assert prop in ("exchange_safe", "glob_lemma", "combined_safe")
+
+
+def test_mutation_grants_announced_after_the_joiner_installed_is_caught(twin):
+    """Grants handed over first and announced later: the server may drop what justified
+    them in between."""
+    prop, _ = _caught("grant_announced_late", twin.name)
+    assert prop in ("exchange_safe", "glob_lemma", "combined_safe")
+
+
+def test_mutation_unordered_handover_is_caught(twin):
+    """A leaver's net-zero handover of a capability its batches in flight rest on."""
+    prop, _ = _caught("handover_unordered", twin.name)
+    assert prop in ("exchange_safe", "glob_lemma", "combined_safe")
+
+
+def test_mutation_handover_that_is_not_net_zero_is_caught(twin):
+    """A handover that sends -1 while the receiver takes the capability silently."""
+    prop, _ = _caught("handover_not_net_zero", twin.name)
+    assert prop in ("exchange_safe", "glob_lemma", "combined_safe", "final")
+
+
 @pytest.mark.parametrize("key", ["bootstrap_seq_off_by_one", "bootstrap_seq_off_by_one_kafka"])
 def test_silent_off_by_one_is_caught_by_seed_002_properties_alone(key):
     """Without the accounting check, the implementation's own sequence checks and the
@@ -183,7 +251,8 @@ def test_silent_off_by_one_is_caught_by_seed_002_properties_alone(key):
 def test_every_mutation_has_a_test():
     tested = {"split_batch", "unjustified_send", "unsupported_positive", "dropped_range",
               "bootstrap_seq_off_by_one", "bootstrap_seq_off_by_one_kafka", "marker_off_by_one",
-              "skip_snapshot_tail"}
+              "skip_snapshot_tail", "grant_closed_time", "grant_not_strict", "grant_announced_late",
+              "handover_unordered", "handover_not_net_zero"}
     assert set(MUTATIONS) == tested
 
 
@@ -197,6 +266,9 @@ def test_cli_reports_counts(capsys):
     out = capsys.readouterr().out
     for word in ("schedules:", "transitions:", "states checked:", "joins completed:", "violations: 0"):
         assert word in out, out
+    assert main(["--steps", "400", "--seeds", "2", "--twin", "python", "--join", "--leave"]) == 0
+    out = capsys.readouterr().out
+    assert "p2p with joins and leaves" in out and "leaves completed:" in out, out
 
 
 def test_cli_reports_a_violation_with_its_replay(capsys):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Callable, Optional
 
 from . import verify_accounting
@@ -31,11 +32,28 @@ class Worker:
         self.peers: int = allocator.peers
         #: workers when the dataflows were built: each output starts with this many capabilities
         self.initial_peers: int = allocator.peers
-        #: exchange routes by ``stable_hash64 % routing_peers``; a joining process is included
-        #: once it has finished joining (nothing is routed to a worker that may vanish)
-        self.routing_peers: int = allocator.peers
-        #: a joining worker: it holds no capabilities and bootstraps its progress state
+        #: the workers Exchange routes to (``stable_hash64 % len``): a joining process is
+        #: included once it has finished joining (nothing is routed to a worker that may
+        #: vanish), a leaving one is dropped as soon as its leave is applied
+        self.routing_workers: list[int] = list(range(allocator.peers))
+        #: the workers ``broadcast`` reaches: a leaving process still gets the stateful
+        #: operators' commands until its bins are gone (timely.rescaling.leave)
+        self.broadcast_workers: list[int] = list(range(allocator.peers))
+        #: an Exchange(pinned=True) was built: keyed state pinned to the original workers
+        self.pinned_routing = False
+        #: this worker's process is leaving the cluster / has left it (timely.rescaling.leave)
+        self.leaving = False
+        self.quiesced = False               # leaving: no bin left here, broadcasts may stop
+        self.left = False
+        self.stop_needed: set = set()       # remote workers that must say they stopped routing here
+        self.stopped_by: set = set()
+        self._hub = allocator.hub if config.cluster else None
+        self._leave_logged = 0.0
+        #: a joining worker: it bootstraps its progress state, and its capabilities wait
+        #: for its bootstrap worker's grant
         self.is_joiner: bool = config.join is not None
+        #: a joiner's capabilities not yet adopted (timely.rescaling.grants)
+        self.pending_capabilities: list = []
         if self.is_joiner:
             self.initial_peers = config.processes * config.workers
         self.activations = Activations()
@@ -43,6 +61,8 @@ class Worker:
         self._scope_of_channel: dict[int, Any] = {}
         self._rescales = getattr(allocator, "rescales", None)
         self._servers: dict[int, Any] = {}
+        #: joining process -> (capabilities granted to each of its workers, how many workers)
+        self._granted: dict[int, tuple] = {}
         self._control = allocator.control_puller() if hasattr(allocator, "control_puller") else None
         self.bootstrap_seconds: Optional[float] = None
         self.bootstrap_pauses: list[float] = []
@@ -151,20 +171,62 @@ class Worker:
             self.peers = allocator.peers
             for channel, progcaster in self.progcasters.items():
                 progcaster.send_marker(added.get(channel, ()))
-            if message.bootstrap == self.index and self.config.progress_mode == "p2p":
-                from .rescaling.bootstrap import BootstrapServer
-                server = BootstrapServer(self, message.process, message.first, message.last)
-                self._servers[message.process] = server
-                self.bootstrap_pauses.append(server.pause)
+            if message.bootstrap == self.index:
+                # Apply what has arrived first: a process that left sent its last batches
+                # before its goodbye, and a joiner hears nothing more from it, so the
+                # state it gets must hold them (timely.verify found the gap).
+                for channel, progcaster in self.progcasters.items():
+                    scope = self._scope_of_channel.get(channel)
+                    if scope is not None:
+                        progcaster.recv(scope.final_pointstamp)
+                        self.activations.activate(scope.path)
+                from .rescaling.grants import announce
+                joining = message.last - message.first + 1
+                granted = announce(self, joining)
+                self._granted[message.process] = (granted, joining)
+                if self.config.progress_mode == "p2p":
+                    from .rescaling.bootstrap import BootstrapServer
+                    server = BootstrapServer(self, message.process, message.first, message.last,
+                                             granted)
+                    self._servers[message.process] = server
+                    self.bootstrap_pauses.append(server.pause)
+                else:
+                    allocator.control_send(message.process, message.first, message.last,
+                                           ("bs-grants", self.index, granted))
         elif message.kind == "joined":
-            self.routing_peers = max(self.routing_peers, message.last + 1)
+            self.routing_workers = sorted(set(self.routing_workers) | set(range(message.first, message.last + 1)))
+            self.broadcast_workers = sorted(set(self.broadcast_workers) | set(range(message.first, message.last + 1)))
+            self._granted.pop(message.process, None)
         elif message.kind == "lost":
+            allocator.remove_process(message.process)
+            lost = self._granted.pop(message.process, None)
+            if lost is not None:
+                from .rescaling.grants import retract
+                retract(self, *lost)
+        elif message.kind == "leave":
+            gone = range(message.first, message.last + 1)
+            self.routing_workers = [w for w in self.routing_workers if w not in gone]
+            hub = self._hub
+            if message.process == hub.process:
+                self.leaving = True
+                wpp = hub.workers_per_process
+                self.stop_needed = {w for p in list(hub.connections) if p != hub.process
+                                    for w in range(p * wpp, p * wpp + wpp)}
+                hub.leave_applied_locally()
+        elif message.kind == "quiesce":
+            gone = range(message.first, message.last + 1)
+            self.broadcast_workers = [w for w in self.broadcast_workers if w not in gone]
+            if message.process != self._hub.process:
+                # after everything this worker sent there, on the same FIFO connection
+                allocator.control_send(message.process, message.first, message.last,
+                                       ("stopped", self.index))
+        elif message.kind == "left":
             allocator.remove_process(message.process)
             server = self._servers.pop(message.process, None)
             if server is not None:
                 server.close()
         self.log.info("worker %d applied %r: peers %d, routing to %d", self.index, message,
-                      self.peers, self.routing_peers)
+                      self.peers, len(self.routing_workers))
         for listener in self.rescale_listeners:
             listener()
 
@@ -176,6 +238,8 @@ class Worker:
                 server = self._servers.get(requester // self.allocator.hub.workers_per_process)
                 if server is not None:
                     server.request(requester, channel, source, start, end)
+            elif kind == "stopped":
+                self.stopped_by.add(message[1])
             elif kind == "bs-done":
                 process = message[1] // self.allocator.hub.workers_per_process
                 server = self._servers.get(process)
@@ -183,6 +247,46 @@ class Worker:
                     del self._servers[process]
         for server in self._servers.values():
             server.poll()
+
+    @property
+    def routing_peers(self) -> int:
+        """How many workers Exchange routes to."""
+        return len(self.routing_workers)
+
+    def data_channels(self) -> list[int]:
+        """The channels that carry records (not progress) to this worker."""
+        return [ch for ch in self._channel_paths if ch not in self.progcasters]
+
+    def leave(self) -> None:
+        """Ask for this worker's process to leave the cluster, as SIGTERM does (see
+        timely.rescaling.leave): it happens once no join or leave is under way; the
+        program sees ``worker.leaving`` turn True, should close its inputs, and
+        ``run``/``step_while`` return once the process has drained."""
+        if self._hub is None:
+            from .rescaling.leave import LeaveRefused
+            raise LeaveRefused("only a process of a cluster can leave it")
+        self._hub.request_leave(f"worker {self.index} asked")
+
+    def _leave_step(self) -> None:
+        from .rescaling import leave
+        hub = self._hub
+        if hub.leave_requested and not hub.leave_started and self.allocator.local == 0:
+            why = leave.refusal(self)
+            if why is not None:
+                hub.refuse_leave(why)
+            else:
+                hub.try_start_leave()
+        if self.leaving and not self.quiesced and leave.stateless(self):
+            self.quiesced = True
+            hub.quiesced_locally()
+        if self.leaving and not self.left:
+            if leave.drained(self):
+                self.left = True
+                self.log.info("worker %d has drained: it leaves the cluster", self.index)
+            elif time.monotonic() - self._leave_logged > 2.0:
+                self._leave_logged = time.monotonic()
+                self.log.info("worker %d is leaving; waiting for %s", self.index,
+                              leave.describe_wait(self))
 
     def progress_state_size(self) -> dict[str, int]:
         """Instruments: accumulated progress-state entries and recorded batches."""
@@ -216,6 +320,10 @@ class Worker:
                         verify_accounting.check_completed(self, subgraph)
         if self._control is not None and (self._servers or len(self._control)):
             self._serve_control()
+        if self._hub is not None and (self._hub.leave_requested or self.leaving):
+            self._leave_step()
+            if self.left:
+                return False
         if self._check_progress and self.process_workers is not None:
             verify_accounting.check_quiescent(self.process_workers)
         every = self._state_log_every
@@ -241,7 +349,7 @@ class Worker:
 
     def step_while(self, condition: Callable[[], bool]) -> None:
         """Step until ``condition()`` is false."""
-        while condition():
+        while condition() and not self.left:
             self.step_or_park()
 
     def run(self) -> None:

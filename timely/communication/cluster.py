@@ -29,6 +29,7 @@ import hmac
 import logging
 import os
 import queue
+import signal
 import socket
 import struct
 import threading
@@ -119,6 +120,9 @@ class Connection:
         self._closed = threading.Event()
         self.bytes_sent = 0
         self.frames_sent = 0
+        self.frames_queued = 0        # by send_frame, for flush
+        self.frames_written = 0
+        self._count_lock = threading.Lock()
         self.peer_gone = False        # the peer said goodbye: it needs nothing more from us
         self.progress_frames = 0      # progress batches sent to this process (instruments)
         self.progress_bytes = 0
@@ -135,15 +139,31 @@ class Connection:
 
     def send(self, frame: bytes) -> None:
         if not self.peer_gone:
+            with self._count_lock:
+                self.frames_queued += 1
             self._sendq.put(frame)
 
     def send_frame(self, channel: int, source: int, first: int, last: int, seq: int, obj: Any) -> None:
         if not self.peer_gone:
+            with self._count_lock:
+                self.frames_queued += 1
             self._sendq.put(encode_frame(channel, source, first, last, seq, obj))
 
+    def flush(self, timeout: float) -> bool:
+        """Wait until every frame queued by ``send_frame`` so far has been written to
+        the socket (or ``timeout`` passes); returns whether it was."""
+        target = self.frames_queued
+        deadline = time.monotonic() + timeout
+        while self.frames_written < target:
+            if self._closed.is_set() or self.peer_gone or time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
     def goodbye(self) -> None:
-        """Flush what is queued, say goodbye, and stop sending."""
-        self.send_frame(CONTROL, -1, 0, 0, 0, ("bye",))
+        """Flush what is queued, say goodbye, and stop sending (also in answer to the
+        goodbye of a peer that leaves: it waits for ours)."""
+        self._sendq.put(encode_frame(CONTROL, -1, 0, 0, 0, ("bye",)))
         self._sendq.put(None)
 
     def _send_loop(self) -> None:
@@ -151,10 +171,12 @@ class Connection:
         get = self._sendq.get
         try:
             while True:
+                queued = 1
                 try:
                     frame = get(timeout=heartbeat)
                 except queue.Empty:
                     frame = encode_frame(CONTROL, -1, 0, 0, 0, ("hb",))
+                    queued = 0
                 if frame is None:
                     break
                 frames = [frame]
@@ -168,10 +190,12 @@ class Connection:
                         stop = True
                         break
                     frames.append(more)
+                    queued += 1
                 data = b"".join(frames)
                 self.sock.sendall(data)
                 self.bytes_sent += len(data)
                 self.frames_sent += len(frames)
+                self.frames_written += queued
                 if stop:
                     break
         except OSError as e:
@@ -284,6 +308,18 @@ class ClusterHub(ProcessHub):
         self._stopping = threading.Event()
         self.refused = 0
         self.bootstrapped = 0
+        self._joined = threading.Event()
+        # scale-in (timely.rescaling.leave)
+        self.leave_requested = False
+        self.leave_started = False
+        self.leave_refused: Optional[str] = None
+        self.leave_applied = 0              # local workers that applied our own leave
+        self.quiesced = 0
+        self.quiesce_sent = False
+        self.leaving: set[int] = set()      # processes leaving (ours included)
+        self.departed: set[int] = set()
+        self._waiting_logged = ""
+        self.members: Optional[set] = None  # a joiner: the processes its bootstrap process named
 
     # ---- start-up ---------------------------------------------------------------------
     def listen(self) -> None:
@@ -303,9 +339,17 @@ class ClusterHub(ProcessHub):
         return (self.process, self.processes, self.workers_per_process, self.original_processes, joining)
 
     def connect_all(self) -> None:
-        """Connect to every process with a smaller index; wait for the others to connect."""
+        """Connect to every process with a smaller index; wait for the others to connect.
+
+        A joiner connects to its bootstrap process first, which tells it the members
+        of the cluster (processes that left are not), then to the other members."""
         deadline = time.monotonic() + self.timeout
-        for process in range(self.process):
+        order = list(range(self.process))
+        if self.joining:
+            server = self.config.join // self.workers_per_process
+            order = [server]
+        while order:
+            process = order.pop(0)
             host, port = self.config.address_of(process)
             while True:
                 try:
@@ -321,9 +365,19 @@ class ClusterHub(ProcessHub):
                     raise ClusterError(f"process {process} at {host}:{port} refused us: {e}") from None
             self._check_peer(theirs, process)
             self._add(process, sock, joining=False)
+            if self.joining and process == self.config.join // self.workers_per_process:
+                while self.members is None:
+                    if self.error is not None:
+                        raise self.error
+                    if time.monotonic() > deadline:
+                        raise ClusterError(f"process {process} at {host}:{port} did not admit us "
+                                           f"within {self.timeout:g} s")
+                    time.sleep(0.01)
+                order = sorted(p for p in self.members if p != process and p < self.process)
+        expected = (set(range(self.processes)) if self.members is None else self.members) - {self.process}
         while True:
             with self._lock:
-                missing = [p for p in range(self.processes) if p != self.process and p not in self.connections]
+                missing = sorted(p for p in expected if p not in self.connections)
             if not missing:
                 return
             if self.error is not None:
@@ -367,14 +421,30 @@ class ClusterHub(ProcessHub):
                 sock.close()
                 return
         if joining:
+            # a join waits for a leave under way to finish (the joiner's connect waits too)
+            deadline = time.monotonic() + self.timeout
+            while self.leaving and time.monotonic() < deadline and not self._stopping.is_set():
+                time.sleep(0.02)
+            if self.leaving:
+                log.warning("process %d refused the join of process %d: processes %s are leaving",
+                            self.process, process, sorted(self.leaving))
+                sock.close()
+                return
             log.info("process %d: process %d is joining (%d processes)", self.process, process, processes)
             first = process * self.workers_per_process
             if self.kafka is not None:
                 self.kafka.subscribe(range(first, first + self.workers_per_process))
             # The join must reach our workers before anything the joiner says (its
             # "joined" arrives on this connection): post it before the threads start.
-            self._add(process, sock, joining=True, before_start=lambda: self._post(RescaleMessage(
-                "join", process, first, first + self.workers_per_process - 1, bootstrap=joining - 1)))
+            with self._lock:
+                members = sorted(set(self.connections) | {self.process})
+
+            def admit(conn: Connection) -> None:
+                if joining - 1 in range(self.first_index, self.first_index + self.workers):
+                    conn.send_frame(CONTROL, -1, 0, 0, 0, ("members", members))
+                self._post(RescaleMessage("join", process, first, first + self.workers_per_process - 1,
+                                          bootstrap=joining - 1))
+            self._add(process, sock, joining=True, before_start=admit)
         else:
             self._add(process, sock, joining=False)
 
@@ -385,7 +455,7 @@ class ClusterHub(ProcessHub):
             self.connections[process] = conn
             self.processes = max(self.processes, process + 1)
         if before_start is not None:
-            before_start()
+            before_start(conn)
         conn.start()
 
     def _post(self, message: RescaleMessage) -> None:
@@ -409,7 +479,24 @@ class ClusterHub(ProcessHub):
 
     def control(self, conn: Connection, source: int, first: int, last: int, payload: Any) -> None:
         kind = payload[0]
-        if kind == "joined":
+        if kind == "leave":
+            process = payload[1]
+            log.info("process %d: process %d is leaving", self.process, process)
+            with self._lock:
+                self.leaving.add(process)
+            first_w = process * self.workers_per_process
+            self._post(RescaleMessage("leave", process, first_w, first_w + self.workers_per_process - 1))
+        elif kind == "quiesce":
+            first_w = payload[1] * self.workers_per_process
+            self._post(RescaleMessage("quiesce", payload[1], first_w, first_w + self.workers_per_process - 1))
+        elif kind == "members":
+            self.members = set(payload[1])
+        elif kind == "log-ends":
+            if self.kafka is not None:
+                first = conn.process * self.workers_per_process
+                self.kafka.departed(range(first, first + self.workers_per_process),
+                                    {int(w): n for w, n in payload[1].items()})
+        elif kind == "joined":
             conn.joining = False
             process = payload[1]
             self.finished_joining.add(process)
@@ -439,6 +526,82 @@ class ClusterHub(ProcessHub):
         with self._lock:
             if self.connections.get(conn.process) is conn:
                 del self.connections[conn.process]
+            departing = conn.process in self.leaving and conn.process != self.process
+            if departing:
+                self.leaving.discard(conn.process)
+                self.departed.add(conn.process)
+        if departing and not self._stopping.is_set():
+            log.info("process %d: process %d has left the cluster", self.process, conn.process)
+            conn.goodbye()          # it waits for our goodbye before it exits
+            first = conn.process * self.workers_per_process
+            self._post(RescaleMessage("left", conn.process, first, first + self.workers_per_process - 1))
+
+    # ---- leaving (timely.rescaling.leave) -------------------------------------------------
+    def request_leave(self, why: str) -> None:
+        """Ask for this process to leave the cluster (SIGTERM, or a worker's call)."""
+        if not self.leave_requested:
+            log.info("process %d: leave requested (%s)", self.process, why)
+        self.leave_requested = True
+        for wake in self.wakes:
+            wake.set()
+
+    def refuse_leave(self, why: str) -> None:
+        log.error("process %d cannot leave the cluster: %s; it carries on", self.process, why)
+        self.leave_refused = why
+        self.leave_requested = False
+
+    def try_start_leave(self) -> bool:
+        """Start our leave unless a join or another leave is under way (then it waits)."""
+        with self._lock:
+            joining = sorted(p for p, c in self.connections.items() if c.joining)
+            if self.joining and not self._joined.is_set():
+                joining.append(self.process)
+            others = sorted(self.leaving - {self.process})
+            if joining or others:
+                why = (f"process {joining[0]} is joining" if joining else f"process {others[0]} is leaving")
+                if why != self._waiting_logged:
+                    self._waiting_logged = why
+                    log.info("process %d: the leave waits: %s", self.process, why)
+                return False
+            self.leave_started = True
+            self.leaving.add(self.process)
+            conns = list(self.connections.values())
+        log.info("process %d leaves the cluster", self.process)
+        for conn in conns:
+            conn.send_frame(CONTROL, -1, 0, 0, 0, ("leave", self.process))
+        first = self.first_index
+        self._post(RescaleMessage("leave", self.process, first, first + self.workers - 1))
+        return True
+
+    def leave_finished(self) -> None:
+        """Every local worker drained: in Kafka mode, tell the others where our logs end
+        (every record acknowledged first); the goodbyes follow in ``shutdown``."""
+        if self.kafka is not None:
+            ends = self.kafka.final_positions()
+            with self._lock:
+                conns = list(self.connections.values())
+            for conn in conns:
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("log-ends", ends))
+        log.info("process %d has drained and leaves", self.process)
+
+    def quiesced_locally(self) -> None:
+        """A leaving worker needs no more broadcasts; once all have, tell everyone."""
+        with self._lock:
+            self.quiesced += 1
+            everyone = self.quiesced == self.workers and not self.quiesce_sent
+            if everyone:
+                self.quiesce_sent = True
+            conns = list(self.connections.values())
+        if everyone:
+            log.info("process %d holds no keyed state any more: broadcasts to it stop", self.process)
+            for conn in conns:
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("quiesce", self.process))
+            first = self.first_index
+            self._post(RescaleMessage("quiesce", self.process, first, first + self.workers - 1))
+
+    def leave_applied_locally(self) -> None:
+        with self._lock:
+            self.leave_applied += 1
 
     def fail(self, error: BaseException) -> None:
         if self.error is None:
@@ -489,7 +652,12 @@ class ClusterHub(ProcessHub):
                 "bytes": sum(c.progress_bytes for c in conns)}
 
     def joined_locally(self, worker: Any) -> None:
-        """A joining worker finished bootstrapping; once all have, tell every process."""
+        """A joining worker finished bootstrapping; once all have, tell every process.
+
+        Every local worker waits here until "joined" is on the wire to every process, so
+        no progress batch of this process precedes it: a joiner lost before that point
+        has said nothing, and its bootstrap worker can take back the capabilities it
+        granted (``timely.rescaling.grants.retract``) without counting anything twice."""
         with self._lock:
             self.bootstrapped += 1
             everyone = self.bootstrapped == self.workers
@@ -498,6 +666,13 @@ class ClusterHub(ProcessHub):
             log.info("process %d finished joining", self.process)
             for conn in conns:
                 conn.send_frame(CONTROL, -1, 0, 0, 0, ("joined", self.process))
+            for conn in conns:
+                conn.flush(self.timeout)
+            self._joined.set()
+            return
+        while not self._joined.wait(0.05):
+            if self.abort.is_set():
+                return
 
     def allocator(self, local: int) -> "ClusterAllocator":
         return ClusterAllocator(self, local)
@@ -661,6 +836,7 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
         raise
     if not config.rescaling:
         hub.stop_accepting()
+    _leave_on_sigterm(hub)
     results: list[Any] = [None] * config.workers
     errors: list[BaseException] = []
     workers = [Worker(config, hub.allocator(i), hub.abort) for i in range(config.workers)]
@@ -689,7 +865,16 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
             hub.kafka.close()
         first = next((e for e in errors if not isinstance(e, ClusterError)), None)
         raise first or hub.error or errors[0]
+    if hub.leave_started:
+        hub.leave_finished()
     hub.shutdown()
     if hub.kafka is not None:
         hub.kafka.close()
     return results
+
+
+def _leave_on_sigterm(hub: ClusterHub) -> None:
+    """SIGTERM (what an orchestrator sends to scale down) asks this process to leave."""
+    if threading.current_thread() is not threading.main_thread():
+        return                      # signals can only be handled on the main thread
+    signal.signal(signal.SIGTERM, lambda signum, frame: hub.request_leave("SIGTERM"))

@@ -112,6 +112,18 @@ class KafkaProgress:
             if w not in self.snapshots:
                 self.snapshots[w] = self.subscriber.add(w, from_snapshot=False)
 
+    def final_positions(self) -> dict[int, int]:
+        """Our workers' log lengths, once every record is acknowledged (a leaving
+        process tells the others, so they stop tailing at the end)."""
+        self.log.flush(self.config.timeout)
+        return {w: self.log._lseq[w] for w in self.log.workers}
+
+    def departed(self, workers: range, ends: Optional[dict] = None) -> None:
+        """Processes that left: stop tailing their logs at the ends they announced."""
+        for w in workers:
+            if ends is not None and w in ends:
+                self.subscriber.retire(w, ends[w])
+
     def close(self) -> None:
         self._stop.set()
         self.subscriber.stop()

@@ -7,7 +7,8 @@ output is a ``Tee``: it counts what was produced (records per time, into the out
 
 Parallelization contracts (timely's names):
 - ``Pipeline``: records stay on this worker (no copy, no routing);
-- ``Exchange(key)``: a record goes to worker ``stable_hash64(key(record)) % peers``
+- ``Exchange(key)``: a record goes to worker ``stable_hash64(key(record)) % peers`` of
+  the workers routed to (``worker.routing_workers``: without those that left)
   (Megaphone's stable hash: the same worker in-process and across processes; the
   partition is ``timely.dataflow.exchange``);
 - ``Direct(target)``: a record goes to worker ``target(record)``, an index the producer
@@ -50,6 +51,8 @@ class Exchange:
 
     def connect(self, worker: Any, channel: int, path: tuple) -> tuple[Any, Any]:
         pushers, puller = worker.allocate(channel, path)
+        if self.pinned:
+            worker.pinned_routing = True     # a process hosting these workers cannot leave
         if worker.peers == 1 and not worker.config.cluster:
             return _PipelinePusher(pushers[0]), puller
         return _ExchangePusher(pushers, self.key, worker, self.pinned), puller
@@ -123,8 +126,8 @@ class _PipelinePusher:
 
 
 class _ExchangePusher:
-    """Routes by ``stable_hash64 % worker.routing_peers``: the count changes when a
-    process joins."""
+    """Routes to ``worker.routing_workers[stable_hash64 % len(routing_workers)]``: the
+    workers change when a process joins or leaves."""
 
     __slots__ = ("_pushers", "_key", "_worker", "_pinned")
 
@@ -136,14 +139,21 @@ class _ExchangePusher:
 
     def give(self, time: Any, records: list) -> None:
         worker = self._worker
-        peers = worker.initial_peers if self._pinned else worker.routing_peers
-        if peers == 1:
-            self._pushers[0].push((time, records))
-            return
         pushers = self._pushers
+        if self._pinned:
+            targets = None
+            peers = worker.initial_peers
+        else:
+            targets = worker.routing_workers
+            peers = len(targets)
+            if targets[-1] == peers - 1:      # 0..peers-1: no process has left
+                targets = None
+        if peers == 1:
+            pushers[0 if targets is None else targets[0]].push((time, records))
+            return
         for target, bucket in enumerate(partition(records, self._key, peers)):
             if bucket:
-                pushers[target].push((time, bucket))
+                pushers[target if targets is None else targets[target]].push((time, bucket))
 
 
 class Tee:

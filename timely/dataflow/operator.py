@@ -80,6 +80,9 @@ class OutputPort:
         self._buffer: list = []
 
     def _time_of(self, cap: Any) -> Any:
+        if getattr(cap, "is_pending", False):
+            raise CapabilityError(f"{cap!r} belongs to a worker joining a running cluster: it can "
+                                  f"send only after worker.bootstrap()")
         if not cap.covers(self._internal):
             raise CapabilityError(f"{cap!r} does not cover this output (dropped, or minted "
                                   f"for another output)")
@@ -135,8 +138,12 @@ class FrontierNotificator:
     def next(self, frontiers: Sequence[MutableAntichain]) -> Optional[Capability]:
         """One capability whose time all ``frontiers`` have passed (least first), or None.
 
-        Requests for the same time are merged, as in timely: one notification per time."""
+        Requests for the same time are merged, as in timely: one notification per time.
+        A capability no longer held (a joiner's request for a time before its grant,
+        which it could not adopt) is forgotten."""
         ready = None
+        if not all(cap.valid for cap in self._pending):
+            self._pending = [cap for cap in self._pending if cap.valid]
         for cap in self._pending:
             t = cap.time
             if ready is not None and not t < ready.time:
@@ -163,6 +170,8 @@ class FrontierNotificator:
         ready: dict[Any, Capability] = {}
         keep = []
         for cap in self._pending:
+            if not cap.valid:
+                continue
             if any(f.less_equal(cap.time) for f in frontiers):
                 keep.append(cap)
             elif cap.time in ready:
@@ -311,14 +320,16 @@ class OperatorBuilder:
                             worker.initial_peers, scope.minimum, self.path, worker.activations,
                             self.notify, self._internals, self._produceds)
         scope.add_child(core, self.index)
-        # One capability per output at the minimum: this worker's share of the +peers
-        # that get_internal_summary declared, so the evidence of minting is discarded.
-        caps = [Capability(scope.minimum, [internal]) for internal in self._internals]
-        for internal in self._internals:
-            internal.clear()
         if worker.is_joiner:
-            # A worker that joined a running cluster holds no capabilities (seed 003):
-            # the +peers everyone started with belong to the original workers.
-            for cap in caps:
-                cap.disown()
+            # The +peers everyone started with belong to the original workers: a joiner's
+            # capabilities wait for its bootstrap worker's grant (Capability.pending).
+            caps = [Capability.pending(scope.minimum, [internal], (self.path, port),
+                                       worker.pending_capabilities)
+                    for port, internal in enumerate(self._internals)]
+        else:
+            # One capability per output at the minimum: this worker's share of the +peers
+            # that get_internal_summary declared, so the evidence of minting is discarded.
+            caps = [Capability(scope.minimum, [internal]) for internal in self._internals]
+            for internal in self._internals:
+                internal.clear()
         core.logic = constructor(caps)

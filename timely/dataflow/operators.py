@@ -85,7 +85,6 @@ class InputHandle:
         self._cap: Optional[Capability] = None
         self._buffer: list = []
         self.closed = False
-        self._joiner_time = scope.minimum
 
         def constructor(caps):
             self._cap = caps[0]
@@ -93,18 +92,20 @@ class InputHandle:
         builder.build(constructor)
 
     def time(self) -> Any:
-        """The time records are sent at now."""
+        """The time records are sent at now (on a joining worker, after
+        ``worker.bootstrap()``: the time its bootstrap worker granted, or later)."""
         if self._cap is None:
             raise ValueError("the input is closed")
-        return self._cap.time if self._cap.valid else self._joiner_time
+        return self._cap.time
 
-    def _holds(self) -> bool:
-        if self._cap.valid:
-            return True
-        if not self.closed:
-            raise ValueError("this worker joined a running cluster and holds no capability: "
-                             "it cannot send input")
-        return False
+    def _holds(self) -> None:
+        cap = self._cap
+        if cap.is_pending:
+            raise ValueError("this worker is joining a running cluster: call worker.bootstrap() "
+                             "before sending input")
+        if not cap.valid:
+            raise ValueError("this worker joined a running cluster and was granted no capability "
+                             "for this input: its bootstrap worker held none that reaches it")
 
     epoch = time
 
@@ -136,8 +137,7 @@ class InputHandle:
         """Send later records at ``time`` (which must not be earlier than ``time()``)."""
         if self.closed:
             raise ValueError("cannot advance: the input is closed")
-        if not self._cap.valid:        # a joined worker: no capability to move
-            self._joiner_time = time
+        if not self._cap.valid:        # a joined worker granted nothing: no capability to move
             return
         self.flush()
         if time != self._cap.time:
@@ -245,7 +245,7 @@ def broadcast(stream: Stream) -> Stream:
 
     def replicate(time, records, out):
         copies = []
-        for target in range(worker.routing_peers):
+        for target in worker.broadcast_workers:
             copies.extend((target, r) for r in records)
         out.give_unchecked(time, copies)
     tagged = _pipeline_op(stream, "BroadcastReplicate", replicate)

@@ -36,25 +36,31 @@ log = logging.getLogger("timely.megaphone")
 STRATEGIES = ("all-at-once", "fluid", "batched")
 
 
-def plan_moves(table: Sequence[int], workers: int) -> list[tuple[int, int]]:
-    """Moves ``(bin, worker)`` that leave each of ``workers`` workers with
-    ``len(table) // workers`` or one more bins, moving as few bins as possible (the
-    workers that hold most keep the extra ones). Deterministic."""
+def plan_moves(table: Sequence[int], workers: Any) -> list[tuple[int, int]]:
+    """Moves ``(bin, worker)`` that leave each of ``workers`` (a count: workers
+    0..n-1, or the workers themselves) with ``len(table) // n`` or one more bins,
+    moving as few bins as possible (the workers that hold most keep the extra ones);
+    bins of workers not among them (a process leaving) all move. Deterministic.
+
+    >>> plan_moves((0, 1, 2, 0, 1, 2), [0, 2])
+    [(1, 2), (4, 0)]
+    """
     n = len(table)
-    owned: dict[int, list[int]] = {w: [] for w in range(workers)}
+    workers = list(range(workers)) if isinstance(workers, int) else sorted(workers)
+    owned: dict[int, list[int]] = {w: [] for w in workers}
     orphans: list[int] = []
     for b, w in enumerate(table):
         (owned[w] if w in owned else orphans).append(b)
-    base, extra = divmod(n, workers)
-    by_load = sorted(range(workers), key=lambda w: (-len(owned[w]), w))
+    base, extra = divmod(n, len(workers))
+    by_load = sorted(workers, key=lambda w: (-len(owned[w]), w))
     quota = {w: base + (1 if i < extra else 0) for i, w in enumerate(by_load)}
     surplus = list(orphans)
-    for w in range(workers):
+    for w in workers:
         if len(owned[w]) > quota[w]:
             surplus.extend(owned[w][quota[w]:])
     surplus.sort()
     moves = []
-    for w in range(workers):
+    for w in workers:
         for _ in range(quota[w] - len(owned[w])):
             moves.append((surplus.pop(), w))
     return sorted(moves)
@@ -98,7 +104,7 @@ class _Driver:
 
     def __init__(self, table: tuple, workers: int) -> None:
         self.table = list(table)
-        self.workers = workers
+        self.workers = list(range(workers))     # the workers routed to, as last seen
         self.steps: list[list[tuple[int, int]]] = []
         self.last_time: Any = None       # time of the last step issued
         self.issued_steps = 0
@@ -128,19 +134,26 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
 
     def issue(cap: Any) -> None:
         t = cap.time
-        if worker.routing_peers > driver.workers and completed():
-            new = list(range(driver.workers, worker.routing_peers))
-            driver.workers = worker.routing_peers
-            out.give_batch(cap, [Bootstrap(worker.index, w) for w in new])
-            driver.last_time = t
-            log.info("%s rebalancer: workers %s joined; Bootstrap from worker %d at %s",
-                     name, new, worker.index, t)
-            moves = plan_moves(driver.table, driver.workers) if enabled else []
+        live = worker.routing_workers
+        if live != driver.workers and completed():
+            new = [w for w in live if w not in driver.workers]
+            gone = [w for w in driver.workers if w not in live]
+            driver.workers = list(live)
+            if new:
+                out.give_batch(cap, [Bootstrap(worker.index, w) for w in new])
+                driver.last_time = t
+                log.info("%s rebalancer: workers %s joined; Bootstrap from worker %d at %s",
+                         name, new, worker.index, t)
+            if gone:
+                log.info("%s rebalancer: workers %s leave; their bins move out", name, gone)
+            # a leave moves bins out even with rebalancing off: nothing may stay behind
+            moves = plan_moves(driver.table, driver.workers) if enabled or gone else []
             driver.steps = migration_steps(moves, strategy, driver.table)
             if moves:
                 log.info("%s rebalancer: %d bins to move (%s, %d steps)", name, len(moves),
                          strategy, len(driver.steps))
-            return
+            if new:
+                return
         if driver.steps and completed() and (driver.last_time is None or t > driver.last_time):
             step = driver.steps.pop(0)
             for b, w in step:

@@ -82,9 +82,11 @@ class PerOperatorState:
             self.operator = None
 
     def extract_progress(self, pointstamps: ChangeBatch, temp_active: list,
-                         ledger: Optional[ChangeBatch] = None) -> None:
+                         ledger: Optional[ChangeBatch] = None,
+                         held: Optional[ChangeBatch] = None) -> None:
         """Move the child's consumeds, internals and produceds into ``pointstamps``
-        (the message counts also into ``ledger``, when given)."""
+        (the message counts also into ``ledger``, the capabilities into ``held``, when
+        given)."""
         shared = self.shared_progress
         index = self.index
         update = pointstamps.update
@@ -101,6 +103,8 @@ class PerOperatorState:
                 source = Location(index, port, True)
                 for time, delta in internal.drain():
                     update((source, time), delta)
+                    if held is not None:
+                        held.update((source, time), delta)
         for port, produced in enumerate(shared.produceds):
             if produced.unstable_len():
                 targets = self.edges[port]
@@ -163,8 +167,16 @@ class SubgraphBuilder:
             builder.add_edge(source, target)
         tracker = builder.build()
         progcaster = worker.new_progcaster(self.path)
-        return Subgraph(self, worker, children, tracker, progcaster, to_outer, to_inner,
-                        summary_to_outer)
+        subgraph = Subgraph(self, worker, children, tracker, progcaster, to_outer, to_inner,
+                            summary_to_outer)
+        subgraph.graph = builder
+        if not worker.is_joiner:
+            # this worker's share of its operators' initial capabilities (one per output)
+            for child in children[1:]:
+                if child.local:
+                    for port in range(child.outputs):
+                        subgraph.held.update((Location(child.index, port, True), self.minimum), 1)
+        return subgraph
 
 
 class Subgraph:
@@ -189,6 +201,10 @@ class Subgraph:
         self.output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
         self.local_pointstamp = ChangeBatch()
         self.final_pointstamp = ChangeBatch()
+        #: the capabilities this worker's own operators hold (what it may grant a joiner)
+        self.held = ChangeBatch()
+        #: the scope's graph (a reachability Builder), to trace the held capabilities
+        self.graph: Any = None
         self.tracker = tracker
         self.progcaster = progcaster
         self.shared_progress = SharedProgress(self.inputs, self.outputs)
@@ -251,7 +267,7 @@ class Subgraph:
         if not incomplete and child.operator is not None and self._may_shut_down(child):
             child.shut_down()
         if child.local:
-            child.extract_progress(self.local_pointstamp, self.temp_active)
+            child.extract_progress(self.local_pointstamp, self.temp_active, None, self.held)
         else:
             # A nested scope speaks for every worker, so its statements are not broadcast;
             # the message counts it reports go into our progress state, where they cancel

@@ -27,7 +27,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, Optional
+
+from .grants import adopt
 
 log = logging.getLogger("timely.rescaling")
 
@@ -39,7 +41,8 @@ class BootstrapError(RuntimeError):
 class BootstrapServer:
     """The server side for one joining process, run inside a worker's steps."""
 
-    def __init__(self, worker: Any, process: int, first: int, last: int) -> None:
+    def __init__(self, worker: Any, process: int, first: int, last: int,
+                 granted: Optional[list] = None) -> None:
         self.worker = worker
         self.process = process
         self.first, self.last = first, last
@@ -54,7 +57,8 @@ class BootstrapServer:
             recorder: dict = {}
             progcaster.recorders.append(recorder)
             self.recorders[channel] = recorder
-        worker.allocator.control_send(process, first, last, ("bs-state", worker.index, state))
+        worker.allocator.control_send(process, first, last,
+                                      ("bs-state", worker.index, state, granted or []))
         self.pause = time.perf_counter() - started
         self.state_entries = sum(len(u) for _, u, _ in state)
         log.info("worker %d: bootstrap server for process %d: sent %d progress entries in %.2f ms",
@@ -106,6 +110,7 @@ def run_client(worker: Any) -> float:
                 range(p * hub.workers_per_process, (p + 1) * hub.workers_per_process)
                 if p in hub.connections]
     state = None
+    granted: list = []
     ranges: dict[tuple, list] = {}
     requested: set = set()
     deadline = time.monotonic() + worker.config.timeout * 4
@@ -131,6 +136,7 @@ def run_client(worker: Any) -> float:
             if kind == "bs-state":
                 state = {channel: (updates, {int(k): v for k, v in last.items()})
                          for channel, updates, last in message[2]}
+                granted = message[3]
                 stall = float(os.environ.get("TIMELY_FAULT_BOOTSTRAP_STALL", "0") or 0)
                 if stall:
                     time.sleep(stall)
@@ -183,6 +189,7 @@ def run_client(worker: Any) -> float:
         held, progcaster.hold = progcaster.hold, None
         progcaster.apply(held, scope.final_pointstamp)
         worker.activations.activate(scope.path)
+    adopt(worker, granted)
     allocator.control_send(worker.config.join // hub.workers_per_process, worker.config.join,
                            worker.config.join, ("bs-done", worker.index))
     return time.perf_counter() - started
@@ -207,6 +214,7 @@ def run_kafka_client(worker: Any) -> float:
     stall = float(os.environ.get("TIMELY_FAULT_BOOTSTRAP_STALL", "0") or 0)
     if stall:
         time.sleep(stall)
+    granted = _await_grants(worker)
     snapshots = worker.allocator.hub.kafka.snapshots
     states: dict[int, tuple[dict, dict]] = {}
     for source, snapshot in snapshots.items():
@@ -223,4 +231,25 @@ def run_kafka_client(worker: Any) -> float:
             scope = worker.scope_of_channel(channel)
             progcaster.install(list(acc.items()), lasts, scope.final_pointstamp)
             worker.activations.activate(scope.path)
+    adopt(worker, granted)
     return time.perf_counter() - started
+
+
+def _await_grants(worker: Any) -> list:
+    """Kafka mode: the bootstrap worker's grants (it announced them in its log first)."""
+    allocator = worker.allocator
+    hub = allocator.hub
+    control = allocator.control_puller()
+    deadline = time.monotonic() + worker.config.timeout * 4
+    while True:
+        for message in control.drain():
+            if message[0] == "bs-grants":
+                return message[2]
+            log.warning("worker %d: unexpected control message while joining: %r",
+                        worker.index, message[0])
+        if hub.abort.is_set():
+            raise hub.error or BootstrapError("the cluster stopped during bootstrap")
+        if time.monotonic() > deadline:
+            raise BootstrapError(f"worker {worker.index}: bootstrap worker {worker.config.join} "
+                                 f"sent no capability grants in time")
+        time.sleep(0.002)      # the worker's other events stay queued for its first step

@@ -20,7 +20,7 @@ Modules:
 - ``properties``: the checked properties (``Checker``, ``Violation``);
 - ``scheduler``: the seeded random scheduler (``run_schedule``, ``explore``);
 - ``mutations``: broken variants the checker must catch;
-- ``__main__``: ``python -m timely.verify --steps N --seeds K [--join] [--kafka]``.
+- ``__main__``: ``python -m timely.verify --steps N --seeds K [--join] [--kafka] [--leave]``.
 
 >>> from timely.verify import Options, run_schedule
 >>> result = run_schedule(Options(twin="python", join=True), seed=1, steps=150)

@@ -1,9 +1,9 @@
 """``python -m timely.verify``: long random explorations of the protocol model.
 
     python -m timely.verify --steps 200000 --seeds 5 [--twin python|cython|both]
-                            [--join] [--kafka] [--mutation NAME] [--full-checks]
+                            [--join] [--kafka] [--leave] [--mutation NAME] [--full-checks]
                             [--schedule-steps 400] [--first-seed 0] [--disable PROP,...]
-    python -m timely.verify --replay SCHEDULE_SEED [--join] [--kafka] [--mutation NAME]
+    python -m timely.verify --replay SCHEDULE_SEED [--join] [--kafka] [--leave] [--mutation NAME]
 
 Each seed spends ``--steps`` transitions over as many schedules as it takes; the
 report gives schedules, transitions, states checked, property evaluations and
@@ -36,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="ChangeBatch/Tracker twin under test (default both)")
     p.add_argument("--join", action="store_true", help="workers join mid-run (peer-to-peer bootstrap)")
     p.add_argument("--kafka", action="store_true", help="progress through logs; joins from snapshot + tail")
+    p.add_argument("--leave", action="store_true",
+                   help="workers leave mid-run: routing to them stops, they hand their capabilities "
+                        "over net-zero where that is safe (else drop them), then are gone "
+                        "(with --join: joins after leaves too)")
     p.add_argument("--mutation", choices=sorted(MUTATIONS), help="run a deliberately broken variant")
     p.add_argument("--schedule-steps", type=int, default=400, help="transitions per schedule before draining")
     p.add_argument("--full-checks", action="store_true",
@@ -50,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 def _options(args: argparse.Namespace, twin: str) -> Options:
     if args.mutation:
         return replace(mutated(args.mutation), twin=twin)
-    return Options(twin=twin, join=args.join or args.kafka, kafka=args.kafka)
+    return Options(twin=twin, join=args.join or args.kafka, kafka=args.kafka, leave=args.leave)
 
 
 def _print_violation(result, args: argparse.Namespace, twin: str) -> None:
@@ -58,13 +62,14 @@ def _print_violation(result, args: argparse.Namespace, twin: str) -> None:
     if args.mutation:
         flags += f" --mutation {args.mutation}"
     else:
-        flags += (" --join" if args.join else "") + (" --kafka" if args.kafka else "")
+        flags += ((" --join" if args.join else "") + (" --kafka" if args.kafka else "")
+                  + (" --leave" if args.leave else ""))
     print(f"\nVIOLATION ({result.summary}, after {result.transitions} transitions):\n  {result.violation}")
     print("last transitions:")
     for line in result.trace[-25:]:
         print(f"  {line}")
     print(f"replay: python -m timely.verify --replay {result.seed}{flags} "
-          f"--schedule-steps {args.schedule_steps}")
+          f"--schedule-steps {result.steps}")
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -88,7 +93,8 @@ def main(argv: Optional[list] = None) -> int:
     total = Report()
     for twin in twins:
         opts = _options(args, twin)
-        mode = ("kafka" if opts.kafka else "p2p") + (" with joins" if opts.join else "")
+        mode = (("kafka" if opts.kafka else "p2p") + (" with joins" if opts.join else "")
+                + (" and leaves" if opts.join and opts.leave else " with leaves" if opts.leave else ""))
         print(f"== twin {twin}, {mode}{', mutation ' + opts.mutation if opts.mutation else ''}: "
               f"{args.seeds} seed(s) x {args.steps} transitions")
         last = [time.perf_counter()]
@@ -108,12 +114,13 @@ def main(argv: Optional[list] = None) -> int:
             _print_violation(result, args, twin)
         if report.violations:
             status = 1
-        for name in ("schedules", "transitions", "states", "joins"):
+        for name in ("schedules", "transitions", "states", "joins", "leaves"):
             setattr(total, name, getattr(total, name) + getattr(report, name))
         total.seconds += report.seconds
     if len(twins) > 1:
         print(f"== total: {total.schedules} schedules, {total.transitions} transitions, "
-              f"{total.states} states checked, {total.joins} joins, {total.seconds:.1f}s")
+              f"{total.states} states checked, {total.joins} joins, {total.leaves} leaves, "
+              f"{total.seconds:.1f}s")
     return status
 
 

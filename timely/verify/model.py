@@ -12,7 +12,8 @@ A configuration follows seed 002 §4 and §6, per dataflow (progress channel):
   ``Progcaster.recv``/``apply`` handed it, which is also fed into w's real ``Tracker``
   (built by ``Builder`` from a random graph); ``propagate`` runs ``propagate_all``.
 
-``rec`` (every pointstamp that exists) is the sum of every worker's caps and of data.
+``rec`` (every pointstamp that exists) is the sum of every worker's caps and of data
+(and of a joiner's grants between the announcement and its install).
 
 Transitions (each returns a short label, or None when it is not enabled):
 
@@ -41,7 +42,29 @@ progress goes through per-worker logs (records ``(lseq, channel, seq, updates)``
 snapshot = ``broker.log.fold`` of a prefix + last seq per channel every
 ``snapshot_interval`` records, as ``broker.ProgressLog`` writes them); a joiner
 subscribes to a snapshot of every log plus its tail (``join_start``) and runs the
-real ``run_kafka_client`` (``kafka_install``).
+real ``run_kafka_client`` (``kafka_install``, enabled once the server's grants reached
+its control box).
+
+Joiner capabilities (seed 003 §3.2.1, ``timely.rescaling.grants``): when the server
+applies the join, it grants, per channel, at every operator output the least time its
+own capabilities imply there (``grants.implied_times``), keeping only grants *strictly*
+above one it holds (seed 002's rule for handing a capability to another worker; see
+``_grants``), and sends one batch with +1 at each through its real Progcaster before the
+joiner hears anything (peer-to-peer: after the markers, before ``BootstrapServer``, which
+carries the grants in ``bs-state``; Kafka: then ``("bs-grants", server, grants)``). The
+grants count in rec from then on and become the joiner's caps when it installs.
+
+Leaving, when ``leave`` is on (no join under way, one leave at a time, another worker
+stays): ``leave_start(w)``: perf_op sends no more data to w; w may still operate, and
+receives the data already on its way; ``handover(w)``: w moves one pointstamp it holds to
+a worker that stays, net-zero (no batch), only when that is safe (strictly above a
+capability w keeps; or, peer-to-peer, once every batch w sent was applied everywhere and
+w's temp stays justified: see ``handover``); ``leave_finish(w)``: w holds nothing, sent
+everything, no data is on its way to it; its batches stay in their queues (Kafka: its log
+is read to its end) and what was queued for it is discarded; from then on no view, no
+property and no join includes it. A peer-to-peer server applies a later join only once it
+applied every batch of every departed worker (the joiner gets no marker from one); a
+Kafka joiner reads departed workers' logs (snapshot + tail) like the others.
 
 Mutations (``timely.verify.mutations``) are switched on by name and change one
 behaviour: see there.
@@ -59,6 +82,12 @@ checks (``timely.verify.properties``) are separate.
 [True, True]
 >>> m.workers[1].scopes[0].glob == m.dataflows[0].rec   # w1 has heard all of w0's batch
 True
+>>> m = Model(Options(twin="python", workers=3, kind="int", scopes=1, leave=True), seed=3)
+>>> m.steps = m.leave_after; m.leave_start(2)
+'leave_start w2'
+>>> while m.handover(2) or m.send_upd(2, 0) or m.perf_op(2, 0, "drop"): pass
+>>> m.leave_finish(2) is not None, [w.status for w in m.workers]
+(True, ['active', 'active', 'gone'])
 """
 from __future__ import annotations
 
@@ -74,6 +103,7 @@ from broker.log import fold
 from ..progress import twins
 from ..progress.broadcast import MARKER, Progcaster
 from ..rescaling.bootstrap import BootstrapServer, run_client, run_kafka_client
+from ..rescaling.grants import implied_times
 from .oracle import Oracle
 from .order import PointstampOrder, fmt, fmt_updates, random_graph
 
@@ -91,6 +121,8 @@ class Options:
     join: bool = False              # joining transitions (peer-to-peer bootstrap)
     kafka: bool = False             # progress through logs; joins from snapshots + tail
     max_joins: int = 2
+    leave: bool = False             # workers leave mid-run (handover, then gone)
+    max_leaves: int = 2
     mutation: Optional[str] = None  # a deliberately broken variant (mutations.MUTATIONS)
     rec_limit: int = 10             # past this many pointstamps, operations only retire
 
@@ -175,6 +207,7 @@ class Net:
         self.ctrl_inbox: dict[int, Inbox] = {}
         self.ctrl_hook = None                      # mutations rewrite messages in transit
         self.enqueued = 0
+        self.stamps: dict[tuple, deque] = {}       # per queue: when each message was enqueued
 
     def inbox(self, channel: int, worker: int) -> Inbox:
         box = self.inboxes.get((channel, worker))
@@ -186,16 +219,23 @@ class Net:
         q = self.queues.get(key)
         if q is None:
             q = self.queues[key] = deque()
+            self.stamps[key] = deque()
         q.append(message)
+        self.stamps[key].append(self.enqueued)
         self.nonempty[key] = None
         self.enqueued += 1
 
     def pop(self, key: tuple) -> Any:
         q = self.queues[key]
         message = q.popleft()
+        self.stamps[key].popleft()
         if not q:
             del self.nonempty[key]
         return message
+
+    def head_stamp(self, key: tuple) -> int:
+        """When the message at the head of (non-empty) queue ``key`` was enqueued."""
+        return self.stamps[key][0]
 
     def queue(self, key: tuple) -> deque:
         return self.queues.get(key) or deque()
@@ -221,6 +261,25 @@ class Net:
         for lseq, channel, seq, updates in self.logs.get(source, [])[offset:]:
             self.enqueue((channel, source, receiver), (source, seq, updates))
         self.subscribers.setdefault(source, []).append(receiver)
+
+    def drop_receiver(self, worker: int) -> int:
+        """``worker`` left: nothing is sent to it any more (p2p: every pusher to it is
+        dropped; Kafka: it stops tailing every log) and what was queued for it is
+        discarded. Returns how many progress messages were discarded."""
+        for pushers in self.links.values():
+            pushers[:] = [p for p in pushers if not (isinstance(p, QueuePusher) and p.key[2] == worker)]
+        for receivers in self.subscribers.values():
+            if worker in receivers:
+                receivers.remove(worker)
+        discarded = 0
+        for key in [k for k in self.queues if k[2] == worker]:
+            discarded += len(self.queues.pop(key))
+            del self.stamps[key]
+            self.nonempty.pop(key, None)
+        for key, box in self.inboxes.items():
+            if key[1] == worker:
+                discarded += len(box.drain())
+        return discarded
 
     # ---- control ------------------------------------------------------------------------
     def ctrl_send(self, sender: int, receiver: int, payload: Any) -> None:
@@ -252,6 +311,9 @@ class Dataflow:
         self.rec_total = 0
         self.data: Counter = Counter()  # (receiver, pointstamp) -> count
         self.announced: dict = {}       # initial + every batch sent (what globs tend to)
+        #: capabilities that exist but were never announced: only under a mutation (a
+        #: grant announced late, a handover that sent a -1); the model's books add it
+        self.unannounced: Counter = Counter()
 
 
 class Scope:
@@ -275,6 +337,9 @@ class Scope:
 
 
 class Worker:
+    """Status: "joining" (until its bootstrap installed), "active" (an original worker),
+    "joined", "leaving" (since ``leave_start``) or "gone" (since ``leave_finish``)."""
+
     def __init__(self, index: int, joiner: bool) -> None:
         self.index = index
         self.joiner = joiner
@@ -285,8 +350,14 @@ class Worker:
 
     @property
     def installed(self) -> bool:
-        """Its progress view is defined: an original worker, or a joiner that finished."""
-        return self.status != "joining"
+        """Its progress view is defined: an original worker or a joiner that finished,
+        not gone."""
+        return self.status in ("active", "joined", "leaving")
+
+    @property
+    def routable(self) -> bool:
+        """Installed and not leaving: data may be sent to it, capabilities handed to it."""
+        return self.status in ("active", "joined")
 
 
 class _Flag:
@@ -376,6 +447,11 @@ class Model:
         self.joins_started = 0
         self.joins_done = 0
         self.join: Optional[SimpleNamespace] = None
+        self.leave: Optional[int] = None    # the worker leaving now
+        self.leaves_started = 0
+        self.leaves_done = 0
+        #: mutation grant_announced_late: (server, joiner, channel, updates) not yet sent
+        self.late: list = []
         #: how often interesting corners were reached (partial sends, range requests,
         #: negative counts, old snapshots ...), reported by the scheduler
         self.coverage: Counter = Counter()
@@ -411,6 +487,8 @@ class Model:
             self.workers.append(worker)
         self.net.ctrl_hook = self._ctrl_transit
         self.join_after = rng.randint(5, 120)   # joins start after this many transitions
+        # leaves start after this many (drawn only with leaves on: other schedules unchanged)
+        self.leave_after = rng.randint(5, 150) if options.leave else 0
         self.steps = 0
 
     # ---- construction --------------------------------------------------------------------
@@ -467,7 +545,9 @@ class Model:
         self.events.append(("glob", worker.index, scope.channel))
 
     # ---- the exchange protocol (§4) --------------------------------------------------------
-    def perf_op(self, w: int, ch: int) -> Optional[str]:
+    def perf_op(self, w: int, ch: int, kind: Optional[str] = None) -> Optional[str]:
+        """An operation of ``w`` on ``ch`` (``kind`` drawn unless given: a drain makes a
+        leaving worker ``drop``)."""
         worker = self.workers[w]
         if not worker.installed:
             return None
@@ -482,8 +562,8 @@ class Model:
         data: list = []
         selfs: list = []
         support = rng.choice(held)
-        receivers = [x.index for x in self.workers if x.installed]
-        kind = rng.choices(("step", "drop", "downgrade", "clone"), (6, 2, 3, 1))[0]
+        receivers = [x.index for x in self.workers if x.routable]    # not to a leaving worker
+        kind = kind or rng.choices(("step", "drop", "downgrade", "clone"), (6, 2, 3, 1))[0]
         if df.rec_total >= self.options.rec_limit and kind in ("step", "clone"):
             kind = rng.choice(("drop", "downgrade"))
         if kind == "drop":
@@ -540,12 +620,15 @@ class Model:
         return (f"perf_op w{w} ch{ch} {kind}: retire {fmt_updates([(p, -n) for p, n in neg.items()])} data "
                 f"[{', '.join(f'{fmt(p)}->w{r}' for r, p in data)}] self [{', '.join(map(fmt, selfs))}]")
 
-    def recv_cap(self, ch: int) -> Optional[str]:
+    def recv_cap(self, ch: int, receiver: Optional[int] = None) -> Optional[str]:
+        """A data message on ``ch`` (to ``receiver``, if given) becomes a capability."""
         df = self.dataflows[ch]
-        if not df.data:
+        entries = list(df.data) if receiver is None else [k for k in df.data if k[0] == receiver]
+        if not entries:
             return None
-        entries = list(df.data)
         r, p = entries[self.rng.randrange(len(entries))]
+        if self.workers[r].status == "leaving":
+            self.coverage["leave: data received while leaving"] += 1
         df.data[(r, p)] -= 1
         if not df.data[(r, p)]:
             del df.data[(r, p)]
@@ -660,24 +743,29 @@ class Model:
     # ---- joining (seed 003 §3.4) ------------------------------------------------------------
     def join_start(self) -> Optional[str]:
         opts = self.options
-        if (not opts.join or self.join is not None or self.joins_started >= opts.max_joins
-                or self.steps < self.join_after):
+        if (not opts.join or self.join is not None or self.leave is not None
+                or self.joins_started >= opts.max_joins or self.steps < self.join_after):
             return None
         rng = self.rng
-        existing = [w.index for w in self.workers]
+        existing = [w.index for w in self.workers if w.installed]
+        gone = [w.index for w in self.workers if w.status == "gone"]
         j = len(self.workers)
         worker = self._new_worker(j, joiner=True, receivers=existing + [j])
         self.workers.append(worker)
         self.joins_started += 1
         join = self.join = SimpleNamespace(joiner=j, existing=existing, pending=list(existing),
                                            server=rng.choice(existing), kafka=self.net.kafka,
-                                           snapshots={}, state_last={})
+                                           snapshots={}, state_last={}, granted={},
+                                           message_grants=None, listing=[], waited=False)
+        if gone:
+            self.coverage["joins after a leave"] += 1
         net = self.net
         if net.kafka:
             # the joining process subscribes to every worker's latest snapshot and tail
-            # (from_snapshot), and to its own log from the beginning
+            # (from_snapshot), departed workers' logs included (their records stay), and
+            # to its own log from the beginning
             net.subscribe(j, j, 0)
-            for s in existing:
+            for s in existing + gone:
                 written = net.snapshots.get(s, [])
                 snapshot = None
                 if written:
@@ -692,6 +780,8 @@ class Model:
                               "kafka: latest snapshot"] += 1
                 if behind:
                     self.coverage["kafka: non-empty tail"] += 1
+                if s in gone:
+                    self.coverage["kafka: a departed worker's log read by a joiner"] += 1
                 if self.mutation == "skip_snapshot_tail":
                     offset = len(net.logs.get(s, []))        # BUG: tail from the end
                 if self.mutation == "bootstrap_seq_off_by_one" and snapshot is not None:
@@ -699,7 +789,7 @@ class Model:
                     snapshot = (w_, lseq, off, {c: (last + 1, u) for c, (last, u) in channels.items()})
                 join.snapshots[s] = snapshot
                 net.subscribe(j, s, offset)
-            return f"join_start w{j} (kafka) snapshots " + ", ".join(
+            return f"join_start w{j} (kafka) server w{join.server} snapshots " + ", ".join(
                 f"w{s}@{'-' if sn is None else sn[1]}" for s, sn in join.snapshots.items())
         # peer-to-peer: the client loop (real run_client) in a helper thread
         worker.client = ClientThread(self._client_worker(worker, join))
@@ -708,6 +798,7 @@ class Model:
     def _client_worker(self, worker: Worker, join: SimpleNamespace) -> Any:
         net = self.net
         j = worker.index
+        # hub.connections: the processes it is connected to, which a departed one is not
         hub = SimpleNamespace(workers_per_process=1, connections=set(join.existing),
                               abort=_Flag(), error=None)
         box = net.ctrl_box(j)
@@ -720,23 +811,129 @@ class Model:
         return SimpleNamespace(
             index=j, allocator=allocator, progcasters={s.channel: s.pc for s in worker.scopes},
             config=SimpleNamespace(process=j, join=join.server, timeout=1e9),
-            dataflows=lambda: [], dataflow_subgraph=lambda index: None,
+            dataflows=lambda: [], dataflow_subgraph=lambda index: None, pending_capabilities=[],
             forget_dataflow=lambda index: None, scope_of_channel=lambda ch: scopes[ch],
             activations=SimpleNamespace(activate=lambda path: None))
 
-    def apply_join(self, w: int) -> Optional[str]:
-        """Existing worker ``w`` applies the join (``Worker._apply_rescale``)."""
+    def can_apply_join(self, w: int) -> bool:
+        """Whether existing worker ``w`` may apply the join now. Peer-to-peer, the server
+        first waits until it has applied every batch of every departed worker: the joiner
+        gets no marker (no link) from a departed worker, so whatever of its batches the
+        server's state lacks, the joiner would never get."""
         join = self.join
         if join is None or w not in join.pending:
+            return False
+        if join.kafka or w != join.server:
+            return True
+        scopes = self.workers[w].scopes
+        for g in self.workers:
+            if g.status == "gone":
+                for scope in g.scopes:
+                    if scopes[scope.channel].pc.last_seq.get(g.index, -1) != scope.pc.seq - 1:
+                        join.waited = True
+                        return False
+        return True
+
+    def _grants(self, w: int) -> dict:
+        """What server ``w`` grants the joiner, per channel ``{pointstamp: 1}``: at every
+        operator output (a source location, not node 0) the least time its own
+        capabilities imply there (``grants.implied_times``, the runtime's function),
+        where one of them is *strictly* below it.
+
+        A grant is a capability handed to another worker, which seed 002 allows only
+        strictly above one the sender holds (``perf_op``'s data rule). A grant at a
+        pointstamp p that only the server's own capability at p justifies is not safe:
+        the joiner's -1 for p travels on its own queues and a view may apply it before
+        the server's +1 for the grant, cancelling the server's own count at p: nothing
+        at or below p, while the server still holds p. ``timely.rescaling.grants`` grants
+        strictly; the model checks it does. (The mutation ``grant_not_strict`` grants at
+        the capability held at an output itself.)"""
+        worker = self.workers[w]
+        out = {}
+        for df in self.dataflows:
+            order = df.order
+            caps = worker.scopes[df.channel].caps
+            outputs = [loc for loc in order.places if loc.is_source]
+            times = (implied_times(df.graph.builder(), self.ChangeBatch(list(caps.items())), outputs)
+                     if caps else {})
+            held = [q for q, c in caps.items() if c > 0]
+            if self.mutation == "grant_not_strict":
+                for q in held:              # BUG: at the capability it holds itself, not after
+                    if q[0] in times and order.le(q, (q[0], times[q[0]])):
+                        times[q[0]] = q[1]
+            if self.mutation == "grant_closed_time":
+                for loc in outputs:
+                    p = (loc, order.minimum)
+                    if not any(order.le(q, p) for q in held):
+                        times[loc] = order.minimum           # BUG: nothing held justifies it
+            granted = {}
+            for loc, t in sorted(times.items()):
+                p = (loc, t)
+                if p not in order.index:
+                    self.coverage["grants: beyond the model's times (not granted)"] += 1
+                    continue
+                if self.mutation != "grant_closed_time" and not any(order.le(q, p) for q in held):
+                    self.errors.append((f"grants.implied_times for server w{w} channel {df.channel}",
+                                        AssertionError(f"granted {fmt(p)}, which no capability "
+                                                       f"it holds is at or below")))
+                if (self.mutation not in ("grant_not_strict", "grant_closed_time")
+                        and not any(order.lt(q, p) for q in held)):
+                    self.errors.append((f"grants.implied_times for server w{w} channel {df.channel}",
+                                        AssertionError(f"granted {fmt(p)}, which no capability it "
+                                                       f"holds is strictly below (see above)")))
+                if any(q[0] == p[0] for q in held):
+                    self.coverage["grants: after a capability held at the output itself"] += 1
+                granted[p] = 1
+            out[df.channel] = granted
+        return out
+
+    def _grant(self, w: int, join: SimpleNamespace) -> list:
+        """Server ``w`` grants and announces (``grants.announce``): one batch per channel
+        with +1 at each grant, sent before the joiner hears anything. Returns the grants
+        in the runtime's form ``[(path, port, time)]``."""
+        grants = join.granted = self._grants(w)
+        listing = []
+        for ch, granted in grants.items():
+            if not granted:
+                continue
+            df = self.dataflows[ch]
+            updates = sorted(granted.items())
+            for p, c in updates:
+                self._rec_add(df, p, c)      # granted, not yet held: the joiner's once installed
+            if self.mutation == "grant_announced_late":
+                for p, c in updates:        # BUG: handed over now, announced later
+                    df.unannounced[p] += c
+                self.late.append((w, join.joiner, ch, updates))
+            else:
+                self.workers[w].scopes[ch].pc.send(self.ChangeBatch(updates))
+                self._sent(ch, w, updates)
+            listing.extend(((ch, loc.node), loc.port, t) for (loc, t), _ in updates)
+        self.coverage["grants: capabilities granted"] += len(listing)
+        if not listing:
+            self.coverage["grants: none (a join without grants)"] += 1
+        join.listing = listing
+        return listing
+
+    def apply_join(self, w: int) -> Optional[str]:
+        """Existing worker ``w`` applies the join (``Worker._apply_rescale``)."""
+        if not self.can_apply_join(w):
             return None
+        join = self.join
         join.pending.remove(w)
         j = join.joiner
         worker = self.workers[w]
         net = self.net
+        if w == join.server and join.waited:
+            self.coverage["p2p: server waited for a departed worker's batches"] += 1
         if join.kafka:
             net.subscribe(w, j, 0)      # tail the joiner's log from its beginning
+            label = f"apply_join w{w} (subscribes to w{j})"
+            if w == join.server:
+                granted = self._grant(w, join)
+                net.ctrl_send(w, j, ("bs-grants", w, granted))
+                label += f" (bootstrap worker: {len(granted)} grants announced)"
             self._maybe_joined()
-            return f"apply_join w{w} (subscribes to w{j})"
+            return label
         for scope in worker.scopes:
             pusher = QueuePusher(net, scope.channel, w, j)
             net.links[(scope.channel, w)].append(pusher)      # add_process: back-fill the link
@@ -746,23 +943,27 @@ class Model:
                 scope.pc.send_marker([pusher])
         label = f"apply_join w{w}"
         if w == join.server:
+            granted = self._grant(w, join)
             fake = SimpleNamespace(
                 index=w, progcasters={s.channel: s.pc for s in worker.scopes},
                 allocator=SimpleNamespace(
                     control_send=lambda process, first, last, payload: net.ctrl_send(w, first, payload)))
-            worker.server = BootstrapServer(fake, j, j, j)
-            label += " (bootstrap server: state sent, recording)"
+            worker.server = BootstrapServer(fake, j, j, j, granted)
+            label += f" (bootstrap server: {len(granted)} grants announced, state sent, recording)"
         return label
 
     def _ctrl_transit(self, sender: int, receiver: int, payload: Any) -> Any:
         kind = payload[0]
         if kind == "bs-state" and self.join is not None:
             self.join.state_last = {ch: dict(last) for ch, _, last in payload[2]}
+            self.join.message_grants = list(payload[3])
+        if kind == "bs-grants" and self.join is not None:
+            self.join.message_grants = list(payload[2])
         if kind == "bs-state" and self.mutation == "bootstrap_seq_off_by_one":
             # BUG: the state says it holds one batch more than it does
-            _, index, state = payload
+            _, index, state, granted = payload
             return (kind, index, [(ch, u, {s: seq + 1 for s, seq in last.items()})
-                                  for ch, u, last in state])
+                                  for ch, u, last in state], granted)
         if kind == "bs-range" and self.mutation == "dropped_range":
             _, channel, source, start, batches = payload
             return (kind, channel, source, start, batches[:-1])   # BUG: the last batch is lost
@@ -822,17 +1023,28 @@ class Model:
             return f"client_step w{worker.index}: installed"
         return f"client_step w{worker.index}"
 
+    def grants_delivered(self) -> bool:
+        """Kafka: the server's grants reached the joiner's control box."""
+        join = self.join
+        return join is not None and any(
+            m[0] == "bs-grants" for m in self.net.ctrl_box(join.joiner).messages)
+
     def kafka_install(self) -> Optional[str]:
         join = self.join
-        if join is None or not join.kafka or self.workers[join.joiner].installed:
+        if (join is None or not join.kafka or self.workers[join.joiner].installed
+                or not self.grants_delivered()):
             return None
         worker = self.workers[join.joiner]
+        j = worker.index
         scopes = {s.channel: SimpleNamespace(final_pointstamp=s.changes, path=(s.channel,))
                   for s in worker.scopes}
+        box = self.net.ctrl_box(j)
+        hub = SimpleNamespace(kafka=SimpleNamespace(snapshots=join.snapshots), abort=_Flag(), error=None)
         fake = SimpleNamespace(
-            allocator=SimpleNamespace(hub=SimpleNamespace(kafka=SimpleNamespace(snapshots=join.snapshots))),
+            index=j, allocator=SimpleNamespace(hub=hub, control_puller=lambda: box),
+            config=SimpleNamespace(process=j, join=join.server, timeout=1e9),
             progcasters={s.channel: s.pc for s in worker.scopes},
-            scope_of_channel=lambda ch: scopes[ch],
+            scope_of_channel=lambda ch: scopes[ch], dataflows=lambda: [], pending_capabilities=[],
             activations=SimpleNamespace(activate=lambda path: None))
         try:
             run_kafka_client(fake)
@@ -856,6 +1068,19 @@ class Model:
                         self.coverage["p2p: state ahead of a marker (held duplicates)"] += 1
                     elif last.get(source, -1) + 1 == marker:
                         self.coverage["p2p: state meets a marker (no gap)"] += 1
+        if join is not None and join.joiner == worker.index:
+            # the joiner now holds exactly what it was granted
+            if sorted(join.message_grants or [], key=repr) != sorted(join.listing, key=repr):
+                self.errors.append((f"bootstrap of joiner w{worker.index}", AssertionError(
+                    f"the grants it was sent {join.message_grants} are not the server's "
+                    f"{join.listing}")))
+            for ch, granted in join.granted.items():
+                caps = worker.scopes[ch].caps
+                for p, c in granted.items():
+                    caps[p] = caps.get(p, 0) + c
+            if join.listing:
+                self.coverage["grants: joiner installed holding grants"] += 1
+            join.granted = {}
         for scope in worker.scopes:
             self._absorb(worker, scope)
             # batches still on their way that the state already holds (apply skips them)
@@ -877,6 +1102,142 @@ class Model:
         self.join = None
         self.joins_done += 1
 
+    def late_ready(self) -> bool:
+        """Mutation grant_announced_late: a grant batch waits and its joiner installed."""
+        return any(self.workers[j].installed for _, j, _, _ in self.late)
+
+    def announce_late(self) -> Optional[str]:
+        """Mutation grant_announced_late: the server sends a grant batch only now."""
+        for i, (w, j, ch, updates) in enumerate(self.late):
+            if self.workers[j].installed:
+                del self.late[i]
+                df = self.dataflows[ch]
+                for p, c in updates:
+                    df.unannounced[p] -= c
+                    if not df.unannounced[p]:
+                        del df.unannounced[p]
+                self.workers[w].scopes[ch].pc.send(self.ChangeBatch(updates))
+                self._sent(ch, w, updates)
+                return f"announce_late w{w} ch{ch} {fmt_updates(updates)} (granted to w{j})"
+        return None
+
+    # ---- leaving ----------------------------------------------------------------------------
+    def leave_candidates(self) -> list[int]:
+        """Who may start leaving now: with leaves on, no join or other leave under way,
+        an installed worker that is not leaving, and another one that stays."""
+        opts = self.options
+        if (not opts.leave or self.join is not None or self.leave is not None or self.late
+                or self.leaves_started >= opts.max_leaves or self.steps < self.leave_after):
+            return []
+        routable = [w.index for w in self.workers if w.routable]
+        return routable if len(routable) >= 2 else []
+
+    def leave_start(self, w: int) -> Optional[str]:
+        if w not in self.leave_candidates():
+            return None
+        self.workers[w].status = "leaving"       # perf_op no longer sends data to it
+        self.leave = w
+        self.leaves_started += 1
+        self.coverage["leaves started"] += 1
+        return f"leave_start w{w}"
+
+    def handover(self, w: int) -> Optional[str]:
+        """The leaving worker ``w`` hands one pointstamp ``p`` it holds (its whole count)
+        to a worker that stays, net-zero: no progress batch (the +1 and -1 would cancel).
+
+        Not every such move is safe: the batches w already sent may rest on ``p`` (a
+        positive count w announced above it), and the new holder's -1 for ``p`` travels
+        on another FIFO queue than w's batches, so a view could apply it first and see
+        nothing at or below an existing pointstamp. A handover is enabled for ``p``
+
+        - when w keeps a capability strictly below ``p``: then it is seed 002's data
+          message at ``p`` plus the drop of ``p`` (``perf_op``) and its receipt
+          (``recv_cap``), whose changes to temp cancel; or
+        - peer-to-peer only, when every batch w sent on the channel has been applied by
+          every worker (no queue from w is non-empty) and w's temp stays ``justified``
+          by what it keeps. Not with Kafka: a later joiner may install an older snapshot
+          of w's log next to a newer one of the new holder's, which has the -1.
+
+        Otherwise w drops the capability itself (``perf_op``; in a drain, a ``drop``), as
+        the runtime's leave does. The mutation ``handover_unordered`` drops both
+        conditions (temp justified only)."""
+        options = self.handover_options(w)
+        targets = [x.index for x in self.workers if x.routable]
+        if not options or not targets:
+            return None
+        rng = self.rng
+        scope, p, why = options[rng.randrange(len(options))]
+        t = rng.choice(targets)
+        ch = scope.channel
+        count = scope.caps.pop(p)
+        caps = self.workers[t].scopes[ch].caps
+        caps[p] = caps.get(p, 0) + count
+        self.coverage["leave: handovers"] += 1
+        self.coverage[f"leave: handover {why}"] += 1
+        if not scope.temp.is_empty():
+            self.coverage["leave: handover with changes not yet sent"] += 1
+        label = f"handover w{w}->w{t} ch{ch} {fmt(p)} x{count} ({why})"
+        if self.mutation == "handover_not_net_zero":
+            # BUG: the leaver reports the capability gone; the receiver takes it silently
+            updates = [(p, -count)]
+            self.dataflows[ch].unannounced[p] += count
+            scope.pc.send(self.ChangeBatch(updates))
+            self._sent(ch, w, updates)
+            return f"{label} SENT {fmt_updates(updates)}"
+        return label
+
+    def handover_options(self, w: int) -> list:
+        """``[(scope, pointstamp, why)]``: what leaving ``w`` may hand over now."""
+        worker = self.workers[w]
+        if worker.status != "leaving":
+            return []
+        options = []
+        nonempty = self.net.nonempty
+        for scope in worker.scopes:
+            if not scope.caps:
+                continue
+            ch = scope.channel
+            order = self.dataflows[ch].order
+            temp = None
+            flushed = not self.net.kafka and not any(k[0] == ch and k[1] == w for k in nonempty)
+            for p in scope.caps:
+                kept = [q for q in scope.caps if q != p]
+                if any(order.lt(q, p) for q in kept):
+                    options.append((scope, p, "above a kept capability"))
+                elif flushed or self.mutation == "handover_unordered":
+                    if temp is None:
+                        temp = dict(scope.temp)
+                    if not temp or self.justified(order, {q: scope.caps[q] for q in kept}, temp):
+                        options.append((scope, p, "after every batch was applied" if flushed
+                                        else "UNORDERED"))
+        return options
+
+    def can_finish_leave(self, w: int) -> bool:
+        """The leaving ``w`` holds nothing, has sent everything, and no data is on its way
+        to it (its batches need not be delivered: their FIFO queues stay)."""
+        worker = self.workers[w]
+        if worker.status != "leaving":
+            return False
+        for scope in worker.scopes:
+            if scope.caps or not scope.temp.is_empty():
+                return False
+        return not any(r == w for df in self.dataflows for r, _ in df.data)
+
+    def leave_finish(self, w: int) -> Optional[str]:
+        if not self.can_finish_leave(w):
+            return None
+        self.workers[w].status = "gone"
+        self.leave = None
+        self.leaves_done += 1
+        self.coverage["leaves finished"] += 1
+        discarded = self.net.drop_receiver(w)
+        if discarded:
+            self.coverage["leave: messages to a departed worker discarded"] += discarded
+        in_flight = sum(len(q) for (_, s, _), q in self.net.queues.items() if s == w)
+        if in_flight:
+            self.coverage["leave: batches of a departed worker still in flight"] += 1
+        return f"leave_finish w{w} ({discarded} messages to it discarded)"
+
     def shutdown(self) -> None:
         """Stop a client thread still running (the schedule ended mid-join)."""
         for worker in self.workers:
@@ -887,7 +1248,7 @@ class Model:
     # ---- quiescence ------------------------------------------------------------------------
     def quiescent(self) -> bool:
         """Nothing left anywhere: no capability, data, buffered change, batch or join."""
-        if self.join is not None or self.net.nonempty:
+        if self.join is not None or self.leave is not None or self.late or self.net.nonempty:
             return False
         if any(len(box) for box in self.net.inboxes.values()):
             return False

@@ -1,9 +1,10 @@
 """Deliberately broken variants of the protocol, to keep the checker honest.
 
 Each mutation changes one behaviour of the model (``Options.mutation``; the model
-implements the change where the behaviour lives) and names the join mode it needs. A
-checker that stops catching one of them has lost its teeth: ``tests/test_verify.py``
-runs each until the first violation and fails if none comes within its budget.
+implements the change where the behaviour lives) and names the join / leave mode it
+needs. A checker that stops catching one of them has lost its teeth:
+``tests/test_verify.py`` runs each until the first violation and fails if none comes
+within its budget.
 
 - ``split_batch``: a progress batch is sent as two, its retirements first and its
   productions after (seed 004: "we must keep these batches intact");
@@ -19,7 +20,25 @@ runs each until the first violation and fails if none comes within its budget.
   notice: the joiner silently lacks one batch per sender;
 - ``marker_off_by_one``: the marker on a new link carries ``seq - 1``;
 - ``skip_snapshot_tail``: a Kafka joiner installs the snapshots but tails each log
-  from its end instead of from the snapshot's offset.
+  from its end instead of from the snapshot's offset;
+- ``grant_closed_time``: the bootstrap server grants the joiner a capability at the
+  minimum time at every output where nothing it holds is at or below it (a time that
+  may be closed already), instead of the times its capabilities imply;
+- ``grant_not_strict``: the server also grants at exactly a pointstamp it holds (at or
+  above, as ``timely.rescaling.grants`` does today), not only strictly above one;
+- ``grant_announced_late``: the server hands the grants to the joiner at once but sends
+  the announcement batch only later (``announce_late``, once the joiner installed), so
+  it may drop the capabilities that justified them in between;
+- ``handover_unordered``: a leaving worker hands over a capability while batches it
+  sent, which that capability justifies, are still in flight (and not strictly above
+  one it keeps);
+- ``handover_not_net_zero``: a leaving worker that hands a capability over also sends
+  a -1 batch for it, and the receiver takes it without a +1: the views lose a
+  capability that still exists.
+
+The two races (``grant_not_strict``, ``handover_unordered``) show only under some
+delivery orders; their entries fix the schedule shape that makes them likely (a few
+workers, many joins or leaves).
 
 Costs: none beyond the model's.
 
@@ -44,7 +63,13 @@ class Mutation:
     name: str              # the model's Options.mutation
     join: bool = False
     kafka: bool = False
+    leave: bool = False
     description: str = ""
+    #: the shape of the schedules that make it show (a race needs a few workers and
+    #: many joins or leaves); None: drawn per schedule
+    workers: Optional[int] = None
+    max_joins: int = 2
+    max_leaves: int = 2
 
 
 #: test name -> mutation (the Kafka variant of the off-by-one has its own name)
@@ -63,6 +88,20 @@ MUTATIONS: dict[str, Mutation] = {
     "marker_off_by_one": Mutation("marker_off_by_one", join=True, description="marker carries seq - 1"),
     "skip_snapshot_tail": Mutation("skip_snapshot_tail", join=True, kafka=True,
                                    description="Kafka joiner tails from the log end, not the snapshot"),
+    "grant_closed_time": Mutation("grant_closed_time", join=True,
+                                  description="a joiner granted the minimum time, which nothing "
+                                              "held justifies"),
+    "grant_not_strict": Mutation("grant_not_strict", join=True, workers=2, max_joins=4,
+                                 description="a joiner granted a time the server holds itself, "
+                                             "not strictly above one"),
+    "grant_announced_late": Mutation("grant_announced_late", join=True,
+                                     description="grants announced after the joiner installed, not before"),
+    "handover_unordered": Mutation("handover_unordered", leave=True, workers=4, max_leaves=3,
+                                   description="a handover while batches the leaver sent, which "
+                                               "the capability justifies, are in flight"),
+    "handover_not_net_zero": Mutation("handover_not_net_zero", leave=True,
+                                      description="a handover sends -1, the receiver takes the "
+                                                  "capability silently"),
 }
 
 
@@ -70,6 +109,7 @@ def mutated(key: str, base: Optional[Options] = None) -> Options:
     """Options for mutation ``key`` of ``MUTATIONS`` (joins made frequent)."""
     m = MUTATIONS[key]
     base = base or Options()
-    return Options(twin=base.twin, workers=base.workers, kind=base.kind, scopes=base.scopes,
-                   join=m.join, kafka=m.kafka, max_joins=2, mutation=m.name,
+    return Options(twin=base.twin, workers=base.workers or m.workers, kind=base.kind,
+                   scopes=base.scopes, join=m.join, kafka=m.kafka, leave=m.leave,
+                   max_joins=m.max_joins, max_leaves=m.max_leaves, mutation=m.name,
                    rec_limit=base.rec_limit)

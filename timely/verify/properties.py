@@ -19,7 +19,8 @@ Seed 002's invariants, on the model's configurations (``timely.verify.model``):
   independent oracle's ``implied_frontier`` of w's pointstamps, and the Tracker's
   pointstamp counts equal glob.
 - ``accounting``: what w has applied plus what is in flight to it (and will be
-  applied) sums to the initial capabilities plus every batch ever sent, and a
+  applied, a departed worker's batches included) sums to the initial capabilities plus
+  every batch ever sent (a server's grant announcements included), and a
   Progcaster's ``accumulated`` equals what it applied. Not one of seed 002's
   statements but the bookkeeping they rest on; it pins a lost or doubled batch (a
   joiner's bad bootstrap) to the transition that caused it.
@@ -28,6 +29,10 @@ Seed 002's invariants, on the model's configurations (``timely.verify.model``):
   glob equals rec and its frontiers the implied frontiers of rec;
 - ``liveness``: draining finishes (every join completes, every queue empties) in a
   bounded number of rounds — it fails when the real code stopped a joiner.
+
+Workers are checked while their view is defined: from the start (or a joiner's
+install) until they leave (``leave_finish``); a departed worker is skipped by every
+property, ``final`` included.
 
 Checks are incremental: the model logs what each transition changed (a glob, a new
 pointstamp in rec, a sent batch, a propagation, an installed joiner) and only the
@@ -302,11 +307,13 @@ class Checker:
                     f"{dict(iter(acc))} is not what it applied {expected}"))
 
     def model_consistency(self, ch: int) -> None:
-        """rec = initial + every batch sent + every worker's temp (the model's own books)."""
+        """rec = initial + every batch sent + every worker's temp (the model's own books;
+        plus what a mutation let exist unannounced)."""
         self.evaluations["model"] += 1
         m = self.model
         df = m.dataflows[ch]
         total = Counter(df.announced)
+        total.update(df.unannounced)
         for worker in m.workers:
             for p, d in worker.scopes[ch].temp:
                 total[p] += d

@@ -1,0 +1,102 @@
+"""A cluster job for the scale-in and joiner-capability tests (tests/test_scale.py).
+
+Every worker counts words with ``state_machine`` (keyed state that moves between
+workers). Worker ``--feeder`` feeds ``FEED`` words per epoch; with ``--joiner-feeds``
+a joined worker feeds words of its own from the epoch its capability was granted at;
+with ``--notify`` every worker asks to be notified at every epoch (a generic operator
+whose capabilities, on a joiner, start as pending ones). A process asked to leave
+(SIGTERM) stops feeding and closes its input; it writes what it saw to ``--output``
+(``{process}`` is replaced) when it exits, as every process does.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import timely
+
+FEED = 12
+
+
+def feeder_words(epoch: int) -> list[str]:
+    return [f"w{(epoch * 7 + i) % 40}" for i in range(FEED)]
+
+
+def joiner_words(worker: int, epoch: int) -> list[str]:
+    return [f"j{worker}-{epoch % 3}"] * 2
+
+
+def count(key, value, state):
+    total = (state or 0) + value
+    return total, [(key, total)]
+
+
+def run(worker, args):
+    def build(scope):
+        source, stream = scope.new_input()
+        counted = stream.map(lambda w: (w, 1)).state_machine(count, bins=args.bins)
+        outputs = [counted.capture()]
+        if args.notify:
+            def logic(input, output, notificator):
+                for _ in input.batches():
+                    pass
+                for cap in notificator:
+                    if not worker.leaving:
+                        output.give(cap, (worker.index, cap.time))
+                if worker.leaving:           # a leaving worker gives up what it waits for
+                    for cap in list(notificator._inner._pending):
+                        cap.drop()
+                    notificator._inner._pending.clear()
+            notes = stream.unary_notify(None, "EveryEpoch", range(args.epochs), logic)
+            outputs.append(notes.capture())
+        return source, outputs, counted.probe()
+
+    source, outputs, probe = worker.dataflow(build)
+    joined = worker.bootstrap()
+    start = source.time() if source._cap is not None and source._cap.valid else None
+    feeds = worker.index == args.feeder or (joined and args.joiner_feeds)
+    fed = []
+    if feeds and start is not None:
+        epoch = start
+        while epoch < args.epochs and not worker.leaving:
+            words = feeder_words(epoch) if worker.index == args.feeder else joiner_words(worker.index, epoch)
+            source.send_batch(words)
+            fed.append(epoch)
+            epoch += 1
+            source.advance_to(epoch)
+            deadline = time.monotonic() + args.epoch_delay
+            worker.step_while(lambda: time.monotonic() < deadline and not worker.leaving)
+    source.close()
+    return {"worker": worker.index, "joined": joined, "granted": start, "fed": fed,
+            "counted": outputs[0], "notes": outputs[1] if args.notify else None}
+
+
+def main(argv):
+    timely.config.log_to_stderr()
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--epoch-delay", type=float, default=0.1)
+    parser.add_argument("--feeder", type=int, default=0)
+    parser.add_argument("--joiner-feeds", action="store_true")
+    parser.add_argument("--notify", action="store_true")
+    parser.add_argument("--bins", type=int, default=32)
+    parser.add_argument("--output", required=True)
+    args, rest = parser.parse_known_args(argv)
+    config = timely.Config.from_args(rest)
+    results = timely.execute(config, lambda worker: run(worker, args))
+    out = []
+    for r in results:
+        out.append({"worker": r["worker"], "joined": r["joined"], "granted": r["granted"],
+                    "fed": r["fed"],
+                    "counted": [(t, sorted(rs)) for t, rs in sorted(r["counted"].by_time().items())],
+                    "notes": None if r["notes"] is None else sorted(
+                        x for rs in r["notes"].by_time().values() for x in rs)})
+    with open(args.output.replace("{process}", str(config.process)), "w") as f:
+        json.dump(out, f)
+    sys.stdout.write(f"process {config.process} done\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

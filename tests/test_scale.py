@@ -1,0 +1,156 @@
+"""Every worker alike: joiner capabilities, and processes that leave a running cluster.
+
+Real processes on 127.0.0.1, both progress modes (tests/jobs/scale_job.py: word counts
+in Megaphone state, fed by one worker, and by a joiner with ``--joiner-feeds``).
+Protects what a user of an elastic cluster relies on: a joined worker feeds input and
+is notified like any other, at times no earlier than where the cluster stood when it
+joined; a process sent SIGTERM moves its bins out, drains, says goodbye and exits 0
+while the others carry on with exactly the counts of a run without the leave; a leave,
+then a join again, still counts exactly; a process that cannot leave (its keyed state is
+pinned) says why and carries on; a process killed with SIGKILL still stops everyone
+with its name (fail-stop).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "jobs"))
+
+import scale_job  # noqa: E402
+from clusters import wait_for_line  # noqa: E402
+from timely.launch import LocalCluster  # noqa: E402
+
+JOB = os.path.join(ROOT, "tests", "jobs", "scale_job.py")
+
+
+def cluster(tmp_path, slots, workers=1, epochs=30, delay=0.1, extra=()):
+    args = ["--epochs", str(epochs), "--epoch-delay", str(delay), "--timeout", "10",
+            "--output", str(tmp_path / "out-{process}.json"), *extra]
+    return LocalCluster(JOB, slots=slots, workers=workers, extra=args)
+
+
+def outputs(tmp_path):
+    found = []
+    for name in sorted(os.listdir(tmp_path)):
+        if name.startswith("out-"):
+            with open(tmp_path / name) as f:
+                found.extend(json.load(f))
+    return found
+
+
+def check_counts(results, epochs, log):
+    """Every (word, running total) exactly once, and the final totals are what was fed."""
+    expected = Counter()
+    for epoch in range(epochs):
+        expected.update(scale_job.feeder_words(epoch))
+    for r in results:
+        if r["joined"]:
+            for epoch in r["fed"]:
+                expected.update(scale_job.joiner_words(r["worker"], epoch))
+    seen = Counter()
+    final: dict = {}
+    for r in results:
+        for _, pairs in r["counted"]:
+            for word, total in pairs:
+                seen[(word, total)] += 1
+                final[word] = max(final.get(word, 0), total)
+    assert final == dict(expected), log
+    duplicated = [k for k, n in seen.items() if n > 1]
+    assert not duplicated, f"counted twice: {duplicated[:5]}\n{log}"
+    assert sum(seen.values()) == sum(expected.values()), log
+
+
+def test_joiner_feeds_input_and_is_notified(tmp_path, mode):
+    epochs = 30
+    with cluster(tmp_path, 3, epochs=epochs, extra=["--joiner-feeds", "--notify", *mode]) as c:
+        c.start(2)
+        time.sleep(1.0)
+        c.join(original=2, bootstrap=0)
+        codes = c.wait(90)
+        log = "\n".join(c.interleaved())
+        assert codes == [0, 0, 0], log
+    results = outputs(tmp_path)
+    joiner = next(r for r in results if r["joined"])
+    assert joiner["granted"] is not None and joiner["granted"] > 0, log
+    assert joiner["fed"] == list(range(joiner["granted"], epochs)), log
+    check_counts(results, epochs, log)
+    # notified at every epoch from its grant on, like the original workers at every epoch
+    notes = {r["worker"]: [t for w, t in r["notes"] if w == r["worker"]] for r in results}
+    assert notes[0] == list(range(epochs)) and notes[1] == list(range(epochs)), log
+    # each output has its own grant: the notifying operator's is the time the bootstrap
+    # worker's input implies there, at most the joiner's own input grant (one step after
+    # the bootstrap worker's input: a grant is strictly above what the grantor holds)
+    mine = notes[joiner["worker"]]
+    assert mine and 0 < mine[0] <= joiner["granted"] and mine == list(range(mine[0], epochs)), log
+
+
+def test_sigterm_moves_bins_out_and_the_others_count_exactly(tmp_path, mode):
+    epochs = 40
+    with cluster(tmp_path, 3, workers=2, epochs=epochs, extra=[*mode]) as c:
+        c.start(3)
+        time.sleep(1.2)
+        c.kill(c.processes[2], signal.SIGTERM)
+        codes = c.wait(90)
+        log = "\n".join(c.interleaved())
+        assert codes == [0, 0, 0], log
+    leaver = c.processes[2].output()
+    assert "leaves the cluster" in leaver and "has drained" in leaver, log
+    assert "ships" in leaver, f"the leaving process moved no bins:\n{log}"
+    assert "has left the cluster" in c.processes[0].output(), log
+    check_counts(outputs(tmp_path), epochs, log)
+
+
+def test_join_leave_join_counts_exactly(tmp_path, mode):
+    epochs = 50
+    with cluster(tmp_path, 4, epochs=epochs, extra=["--joiner-feeds", *mode]) as c:
+        c.start(2)
+        time.sleep(1.0)
+        first = c.join(original=2, bootstrap=0)
+        wait_for_line(first, r"finished joining", timeout=30)
+        time.sleep(0.8)
+        c.kill(first, signal.SIGTERM)
+        assert first.wait(40) == 0, "\n".join(c.interleaved())
+        c.join(original=2, bootstrap=0)
+        codes = c.wait(90)
+        log = "\n".join(c.interleaved())
+        assert codes == [0, 0, 0, 0], log
+    results = outputs(tmp_path)
+    assert sum(1 for r in results if r["joined"] and r["fed"]) == 2, log
+    check_counts(results, epochs, log)
+
+
+def test_leave_during_iterative_wcc_and_a_refused_leave(tmp_path, mode):
+    """A joiner leaves while WCC iterates; an original process, whose vertices are
+    pinned to it, is told to leave too and refuses, saying why. Labels stay exact."""
+    import test_cluster
+    epochs = 8
+    args = ["--vertices", "60", "--edges", "30", "--epochs", str(epochs), "--seed", "3",
+            "--timeout", "10", "--epoch-delay", "0.3", "--output", str(tmp_path / "labels-{process}.json"),
+            *mode]
+    with LocalCluster(test_cluster.WCC, slots=3, workers=2, extra=args) as c:
+        c.start(2)
+        time.sleep(0.8)
+        joiner = c.join(original=2, bootstrap=1)
+        wait_for_line(joiner, r"finished joining", timeout=30)
+        time.sleep(0.3)
+        c.kill(joiner, signal.SIGTERM)
+        c.kill(c.processes[1], signal.SIGTERM)
+        codes = c.wait(90)
+        log = "\n".join(c.interleaved())
+        assert codes == [0, 0, 0], log
+    assert "has drained" in joiner.output(), log
+    assert "cannot leave the cluster" in c.processes[1].output() and "pinned" in c.processes[1].output(), log
+    got: dict = {}
+    for name in os.listdir(tmp_path):
+        with open(tmp_path / name) as f:
+            for epoch, labels in json.load(f).items():
+                got.setdefault(int(epoch), {}).update({v: label for v, label in labels})
+    assert got == test_cluster.expected_wcc(epochs), log
+

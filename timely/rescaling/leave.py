@@ -1,0 +1,122 @@
+"""Scale-in: a process leaves a running cluster while the others carry on.
+
+Orchestrators scale down with SIGTERM; a program can ask with ``worker.leave()``. The
+leave of process P goes in this order:
+
+1. **Start.** P's hub waits while a process is joining (or another is leaving), then
+   tells every process ``("leave", P)``; each posts it to its workers. A leave that
+   cannot be done is refused with a message saying why (rescaling off, the last
+   process, keyed routing pinned to the workers P hosts, the rebalancer's worker 0).
+2. **Routing stops.** Each worker applying the leave drops P's workers from
+   ``worker.routing_workers`` (``Exchange`` stops sending to them). Keyed state (Megaphone) is routed by the
+   configuration in force at each time: the rebalancer (``timely.megaphone.rebalance``)
+   moves P's bins to the remaining workers at a time T, after which no configuration
+   names P, and F installs T only once S has absorbed everything before T — so when P
+   holds no bin and no configuration names it, nothing can be routed to P any more.
+3. **Quiesce.** Once no bin and no configuration names P (``stateless``; the
+   stateful operators' commands reach P by ``broadcast`` until then), P says
+   ``("quiesce", P)``: every worker drops P from ``worker.broadcast_workers`` and then
+   sends P a ``("stopped", w)`` control frame, which follows, on the same FIFO
+   connection, everything w ever sent P.
+4. **Drain.** P's workers keep stepping: they process everything routed to them, and
+   their operators release their capabilities as the frontier moves (a program
+   feeding an input checks ``worker.leaving`` and closes it).
+5. **Done** (``drained``): every remote worker said stopped, P's own operators hold no
+   capability in any scope (``Subgraph.held``), and nothing is queued for P. Its progress
+   contributions are then zero: every statement it made has been sent, and what it
+   still counts is nothing. P's workers stop; the process says goodbye on every
+   connection after its queues are flushed, and in Kafka mode closes its log. The
+   others, on the goodbye, forget P's pushers (``"left"``) and stop tailing its log
+   once they have read all of it.
+
+A process that dies instead (SIGKILL) is still a failure: fail-stop, with its name.
+
+Costs: the leave check runs once per step of a leaving worker, O(scopes + channels).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from ..verify_accounting import subgraphs
+
+log = logging.getLogger("timely.rescaling")
+
+
+class LeaveRefused(RuntimeError):
+    """This process cannot leave the cluster (the message says why)."""
+
+
+def refusal(worker: Any) -> Optional[str]:
+    """Why the process of ``worker`` cannot leave, or None if it can."""
+    hub = worker.allocator.hub
+    config = worker.config
+    mine = range(hub.first_index, hub.first_index + hub.workers)
+    if not config.rescaling:
+        return "rescaling is switched off (--no-rescaling)"
+    if not any(p not in hub.leaving for p in hub.connections):
+        return "it is the last process of the cluster"
+    if worker.pinned_routing and hub.first_index < worker.initial_peers:
+        return ("a dataflow routes keyed records pinned to the workers it was built on "
+                "(Exchange(pinned=True)), and this process hosts some of them: their state "
+                "cannot move; use the stateful operators (timely.megaphone) instead")
+    if worker.stateful_states and 0 in mine:
+        return ("it hosts worker 0, which runs the stateful operators' rebalancer")
+    return None
+
+
+def stateless(worker: Any) -> bool:
+    """A leaving worker holds no bin and no configuration names its process: it needs
+    no more commands of the stateful operators (step 3 ends)."""
+    hub = worker.allocator.hub
+    if hub.leave_applied < hub.workers:
+        return False
+    mine = set(range(hub.first_index, hub.first_index + hub.workers))
+    for states in worker.stateful_states:
+        if states.bins:
+            return False
+        for router in states.routers:
+            if any(w in mine for _, table in router.configs for w in table):
+                return False
+    return True
+
+
+def drained(worker: Any) -> bool:
+    """Whether this worker of a leaving process has finished (module docstring, step 4)."""
+    hub = worker.allocator.hub
+    if not hub.quiesce_sent:
+        return False
+    if not worker.stopped_by >= worker.stop_needed:
+        return False
+    if not worker.activations.is_idle() or worker.allocator.has_events():
+        return False
+    for index in worker.dataflows():
+        for scope in subgraphs(worker.dataflow_subgraph(index)):
+            if not scope.held.is_empty():
+                return False
+    local = worker.allocator.local
+    for channel in worker.data_channels():
+        if hub.queues(channel)[local]:
+            return False
+    return True
+
+
+def describe_wait(worker: Any) -> str:
+    """What a leaving worker is still waiting for (for its periodic log line)."""
+    hub = worker.allocator.hub
+    parts = []
+    missing = worker.stop_needed - worker.stopped_by
+    if missing:
+        parts.append(f"stopped from workers {sorted(missing)}")
+    held = []
+    for index in worker.dataflows():
+        for scope in subgraphs(worker.dataflow_subgraph(index)):
+            held.extend((scope.name, loc.node, t) for (loc, t), c in scope.held if c)
+    if held:
+        parts.append(f"capabilities it holds {held[:5]}")
+    bins = sum(len(s.bins) for s in worker.stateful_states)
+    if bins:
+        parts.append(f"{bins} bins to move out")
+    if hub.leave_applied < hub.workers:
+        parts.append("its other workers")
+    return ", ".join(parts) or "its queues to empty"
