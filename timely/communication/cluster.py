@@ -309,6 +309,9 @@ class ClusterHub(ProcessHub):
         self.refused = 0
         self.bootstrapped = 0
         self._joined = threading.Event()
+        #: this process's workers exist: their allocators know the members without a
+        #: joiner, so a join may now reach them as a RescaleMessage (with its back-fill)
+        self.workers_ready = threading.Event()
         # scale-in (timely.rescaling.leave)
         self.leave_requested = False
         self.leave_started = False
@@ -421,6 +424,11 @@ class ClusterHub(ProcessHub):
                 sock.close()
                 return
         if joining:
+            if not self.workers_ready.wait(self.timeout):
+                log.warning("process %d refused the join of process %d: its workers did not start "
+                            "within %g s", self.process, process, self.timeout)
+                sock.close()
+                return
             # a join waits for a leave under way to finish (the joiner's connect waits too)
             deadline = time.monotonic() + self.timeout
             while self.leaving and time.monotonic() < deadline and not self._stopping.is_set():
@@ -840,6 +848,7 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
     results: list[Any] = [None] * config.workers
     errors: list[BaseException] = []
     workers = [Worker(config, hub.allocator(i), hub.abort) for i in range(config.workers)]
+    hub.workers_ready.set()
 
     def run(local: int) -> None:
         worker = workers[local]
