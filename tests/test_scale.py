@@ -16,7 +16,9 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
+import uuid
 from collections import Counter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,6 +30,7 @@ from clusters import wait_for_line  # noqa: E402
 from timely.launch import LocalCluster  # noqa: E402
 
 JOB = os.path.join(ROOT, "tests", "jobs", "scale_job.py")
+KAFKA_JOB = os.path.join(ROOT, "tests", "jobs", "kafka_scale_job.py")
 
 
 def cluster(tmp_path, slots, workers=1, epochs=30, delay=0.1, extra=()):
@@ -153,4 +156,66 @@ def test_leave_during_iterative_wcc_and_a_refused_leave(tmp_path, mode):
             for epoch, labels in json.load(f).items():
                 got.setdefault(int(epoch), {}).update({v: label for v, label in labels})
     assert got == test_cluster.expected_wcc(epochs), log
+
+
+def test_kafka_partitions_follow_a_join_and_a_leave(tmp_path, mode, tansu):
+    """Two processes read a 4-partition topic while it is written epoch by epoch; a third
+    joins and gets partitions, then an original one leaves (SIGTERM) and hands its
+    partitions on: every event is read exactly once, by the worker holding its partition
+    at the time, the per-user counts are exact, and the group's offsets end past every
+    partition's last marker (a restart would read nothing again). The joiner starts
+    while the others are still starting up (it is admitted once their workers exist)."""
+    from test_kafka_connectors import Writer, committed
+    from timely.connectors.client import create_topics
+    partitions, epochs = 4, 40
+    topic, group = f"scale-{uuid.uuid4().hex[:10]}", f"g-{uuid.uuid4().hex[:10]}"
+    create_topics(tansu.bootstrap, {topic: partitions})
+    written = {(e, p, i): {"user": (e + p + i) % 7, "e": e, "p": p, "i": i}
+               for e in range(epochs) for p in range(partitions) for i in range(3 + (e + p) % 3)}
+    writer = Writer(tansu.bootstrap, topic)
+    go_on = threading.Event()
+    go_on.set()
+
+    def write():
+        for e in range(epochs):
+            go_on.wait(60)
+            writer.epoch(e, {p: [v for k, v in written.items() if k[0] == e and k[1] == p]
+                             for p in range(partitions)})
+            time.sleep(0.25)
+    thread = threading.Thread(target=write, daemon=True)
+    args = ["--brokers", tansu.bootstrap, "--topic", topic, "--group", group,
+            "--end-epoch", str(epochs), "--timeout", "10",
+            "--output", str(tmp_path / "out-{process}.json"), *mode]
+    with LocalCluster(KAFKA_JOB, slots=3, workers=1, extra=args) as c:
+        c.start(2)
+        thread.start()
+        joiner = c.join(original=2, bootstrap=0)
+        wait_for_line(joiner, r"finished joining", timeout=30)
+        wait_for_line(c.processes[0], r"hands .* to worker 2", timeout=30)
+        time.sleep(1.5)
+        c.kill(c.processes[1], signal.SIGTERM)
+        codes = c.wait(120)
+        thread.join(60)
+        log = "\n".join(c.interleaved())
+        assert codes == [0, 0, 0], log
+    assert "has drained" in c.processes[1].output(), log
+    results = []
+    for name in sorted(os.listdir(tmp_path)):
+        with open(tmp_path / name) as f:
+            results.extend(json.load(f))
+    read = Counter(tuple(r) for res in results for r in res["read"])
+    twice = [k for k, n in read.items() if n > 1]
+    assert not twice, f"read twice: {twice[:5]}\n{log}"
+    assert set(read) == set(written), f"missing {sorted(set(written) - set(read))[:5]}\n{log}"
+    by_worker = {res["worker"]: res for res in results}
+    assert by_worker[2]["taken"] > 0 and by_worker[2]["read"], log
+    assert by_worker[1]["handed_off"] > 0, log
+    expected = Counter(v["user"] for v in written.values())
+    final: dict = {}
+    for res in results:
+        for user, total in res["counts"]:
+            final[user] = max(final.get(user, 0), total)
+    assert final == dict(expected), log
+    ends = committed(tansu.bootstrap, group, topic, partitions)
+    assert ends == {p: writer.markers[(p, epochs - 1)] + 1 for p in range(partitions)}, log
 

@@ -93,7 +93,7 @@ class PartitionEpochs:
     epochs not yet complete, and where a consumer group may commit."""
 
     __slots__ = ("topic", "partition", "completed", "pending", "last_epoch", "commit_points",
-                 "duplicates", "orphans", "position")
+                 "duplicates", "orphans", "position", "resume")
 
     def __init__(self, topic: str, partition: int, completed: Optional[int] = None) -> None:
         self.topic = topic
@@ -108,6 +108,9 @@ class PartitionEpochs:
         self.duplicates = 0
         self.orphans = 0
         self.position: Optional[int] = None
+        #: the offset just past the marker of ``completed``: where another reader of this
+        #: partition starts to see exactly the epochs after it (None: no marker read)
+        self.resume: Optional[int] = None
 
     def bound(self) -> Optional[int]:
         """No epoch below this will still complete here (None: nothing read yet)."""
@@ -196,6 +199,7 @@ class PartitionEpochs:
                 done.append((e, records))
         self.completed = epoch
         self.last_epoch = epoch
+        self.resume = offset + 1
         self.commit_points.append((epoch, offset + 1))
         return done
 

@@ -4,8 +4,16 @@ Named after bytewax's and Spark's Kafka connectors: ``brokers``, ``topics``,
 ``starting_offsets``, ``add_config`` (passed to the client), ``batch_size``.
 
 - ``scope.kafka_source(brokers, topics, ...)`` spreads the topics' partitions over the
-  workers of the original cluster (partition i of the sorted list goes to worker
-  ``i % workers``). Each record's timestamp is its epoch. A record is given to the
+  workers (partition i of the sorted list goes to the i-th worker, round robin). The
+  partitions follow the workers: when a process joins or leaves, the worker reading a
+  partition hands it to its new owner as a record (over a feedback edge that adds one
+  to its time, just before the partition's next unfinished epoch), carrying the offset
+  just past the last marker it read and the commit points not yet committed; the
+  receiver takes its capability from that record and reads on from there, and records
+  of the unfinished epoch are read again there and dropped here: none is lost or given
+  twice. A partition holding the source back moves at its next marker. A leaving
+  process gives all of its partitions away before it can drain. Each record's
+  timestamp is its epoch. A record is given to the
   dataflow when its epoch's marker is read (see ``timely.connectors.epochs``), and the
   source's capability is the least, over its partitions, of the next unfinished epoch:
   the frontier passes an epoch exactly when every partition's marker for it was read.
@@ -25,7 +33,8 @@ Named after bytewax's and Spark's Kafka connectors: ``brokers``, ``topics``,
   restarted job never makes a reader see an epoch twice (nor half of one: records left
   by a writer that died before its marker fall outside the marker's range).
 
-Costs: the source does one ``consume`` per activation (up to ``batch_size`` records),
+Costs: a hand-off is one small record and one (un)assign per partition moved; the
+source does one ``consume`` per activation (up to ``batch_size`` records),
 buffers an epoch per partition until its marker, and decodes an epoch's values in one
 call; the sink buffers an epoch, then two flushes per epoch (records, then markers).
 The sink's start-up scan reads its partitions once: O(topic size).
@@ -85,8 +94,12 @@ class KafkaSourceState:
         self.format = value_format
         self.consumer = Consumer(consumer_config(brokers, group_id, add_config))
         counts = topic_partitions(self.consumer, brokers, topics)
-        every = [(t, p) for t in sorted(counts) for p in range(counts[t])]
-        mine = [tp for i, tp in enumerate(every) if i % workers == worker_index] if workers else []
+        #: every partition of the topics, in the order ``owner`` spreads them
+        self.every = [(t, p) for t in sorted(counts) for p in range(counts[t])]
+        mine = [tp for i, tp in enumerate(self.every) if i % workers == worker_index] if workers else []
+        self.index = worker_index
+        self.handed_off = 0          # partitions given to another worker / taken from one
+        self.taken = 0
         self.parts: dict[tuple[str, int], PartitionEpochs] = {tp: PartitionEpochs(*tp) for tp in mine}
         starts = {}
         #: partitions resumed from a committed offset: (topic, partition) -> that offset
@@ -155,6 +168,51 @@ class KafkaSourceState:
         self.dead_letters += 1
         log.warning("dead-lettered %s[%d] offset %d: %s", topic, partition, offset, problem)
 
+    # ---- partitions that follow the workers --------------------------------------------------
+    def owners(self, workers: Sequence[int]) -> dict[tuple[str, int], int]:
+        """Who reads each partition among ``workers`` (the workers routed to): partition i
+        of ``every`` goes to ``workers[i % len(workers)]``."""
+        return {tp: workers[i % len(workers)] for i, tp in enumerate(self.every)}
+
+    def release(self, tp: tuple[str, int], target: int) -> list:
+        """Stop reading ``tp`` and describe it for ``target``, who reads on from where
+        the epochs this worker gave to the dataflow end: just past the marker of the last
+        complete epoch (records read beyond it are dropped here and read again there),
+        with the commit points not yet committed."""
+        from confluent_kafka import TopicPartition
+        part = self.parts.pop(tp)
+        resumed = self.resumed.pop(tp, None)
+        if resumed is not None:             # nothing read yet: the marker before it first
+            offset = resumed - 1
+        elif part.resume is not None:
+            offset = part.resume
+        elif part.pending:                  # no marker read yet: from its first record
+            offset = min(r[0] for records in part.pending.values() for r in records)
+        elif part.position is not None:     # ingestion epochs: nothing is held back
+            offset = part.position
+        else:
+            offset = self.starts[tp]
+        self.consumer.incremental_unassign([TopicPartition(*tp)])
+        self.handed_off += 1
+        log.info("worker %d hands %s[%d] to worker %d at offset %d (epochs after %s)",
+                 self.index, tp[0], tp[1], target, offset, part.completed)
+        return [target, tp[0], tp[1], offset, part.completed, part.commit_points, resumed]
+
+    def take(self, handoff: list) -> None:
+        """Read on a partition another worker ``release``d to this one."""
+        from confluent_kafka import TopicPartition
+        _, topic, partition, offset, completed, commit_points, resumed = handoff
+        tp = (topic, partition)
+        part = PartitionEpochs(topic, partition, completed)
+        part.commit_points = [tuple(p) for p in commit_points]
+        part.resume = offset if completed is not None else None
+        self.parts[tp] = part
+        self.starts[tp] = offset
+        if resumed is not None:       # the committed offset's marker is still to be read
+            self.resumed[tp] = resumed
+        self.consumer.incremental_assign([TopicPartition(topic, partition, offset)])
+        self.taken += 1
+
     # ---- committing ------------------------------------------------------------------------
     def commit(self, upto: Optional[int]) -> int:
         """Commit, per partition, the offset past the last marker of an epoch ``<= upto``
@@ -210,7 +268,14 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     worker = scope.worker
     builder = scope.operator(name)
     builder.set_notify(False)
+    # Partitions follow the workers: the worker reading one hands it (as a record at its
+    # capability's time) to its new owner when a process joins or leaves; the receiver
+    # holds a capability from the record it received, so the frontier stays exact.
+    handle, handed = scope.feedback(1)
+    hand_in = builder.new_input(handed, Direct(lambda h: h[0]))
     out, stream = builder.new_output()
+    hand_out, handoffs = builder.new_output()
+    handoffs.connect_loop(handle)
     info = OperatorInfo(builder)
     activate = info.activator(worker)
     workers = 0 if worker.is_joiner else worker.initial_peers
@@ -220,19 +285,45 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     _sources(worker)[(scope.path, stream.source.node)] = state
 
     def constructor(caps):
-        cap = caps[0]
+        held = _Held(caps)
+        holder = {"cap": held, "idle": False, "routing": None, "moving": False}
         if not state.parts:
-            cap.drop()
-            return None
-        holder = {"cap": cap, "idle": False}
+            held.drop()
+            holder["cap"] = None
+
+        def hand_off() -> None:
+            # between reading and moving the capability on: a partition that was just
+            # completed can still go at the epoch before its next one
+            if holder["moving"]:
+                holder["moving"] = _hand_off(state, hand_out, holder["cap"], worker.routing_workers,
+                                             epochs == "markers")
+            if not state.parts:                 # every partition was handed on
+                holder["cap"].drop()
+                holder["cap"] = None
+
         if epochs == "markers":
-            step = _marker_step(state, out, holder, batch_size, end_epoch)
+            step = _marker_step(state, out, holder, batch_size, end_epoch, hand_off)
         else:
-            step = _ingestion_step(state, out, holder, batch_size, end_epoch, epoch_records, epoch_ms)
+            step = _ingestion_step(state, out, holder, batch_size, end_epoch, epoch_records, epoch_ms,
+                                   hand_off)
 
         def logic():
+            taken = False
+            for cap, records in hand_in:
+                for handoff in records:
+                    state.take(handoff)
+                taken = True
+                if holder["cap"] is None or cap.time < holder["cap"].time:
+                    if holder["cap"] is not None:
+                        holder["cap"].drop()
+                    holder["cap"] = _Held([cap.retain_for_output(0), cap.retain_for_output(1)])
             if holder["cap"] is None:
                 return
+            if taken or worker.routing_workers is not holder["routing"]:
+                # a partition sent by a worker that had not yet seen the latest join or
+                # leave goes on to its owner at once
+                holder["routing"] = worker.routing_workers
+                holder["moving"] = True
             step()
             if holder["cap"] is not None:
                 activate()
@@ -242,8 +333,67 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     return stream
 
 
+class _Held:
+    """The source's capability: one for its records and one for its hand-offs, moved
+    together (what ``OutputPort`` asks of a capability: ``time``, ``covers``)."""
+
+    __slots__ = ("caps",)
+
+    def __init__(self, caps: list) -> None:
+        self.caps = caps
+
+    @property
+    def time(self) -> Any:
+        return self.caps[0].time
+
+    @property
+    def is_pending(self) -> bool:
+        return any(c.is_pending for c in self.caps)
+
+    def covers(self, internal: Any) -> bool:
+        return any(c.covers(internal) for c in self.caps)
+
+    def downgrade(self, time: Any) -> None:
+        for c in self.caps:
+            c.downgrade(time)
+
+    def drop(self) -> None:
+        for c in self.caps:
+            c.drop()
+
+
+def _hand_off(state: KafkaSourceState, out: Any, cap: _Held, routing: Sequence[int],
+              markers: bool) -> bool:
+    """Give the partitions this worker reads but no longer owns to their owners; returns
+    whether some must wait.
+
+    The hand-off loops back with timestamps advanced by one, so one at time t lets its
+    receiver produce from t + 1 on. A partition whose next unfinished epoch is e goes at
+    e - 1, which needs this worker's capability to be before e: the partition holding the
+    source back moves once its next marker is read (the epoch contract writes one every
+    epoch). Ingestion epochs are the reader's clock: they move at once.
+    """
+    owners = state.owners(routing)
+    waiting = False
+    by_time: dict[Any, list] = {}
+    for tp in [tp for tp in state.parts if owners[tp] != state.index]:
+        if markers:
+            bound = state.parts[tp].bound()
+            if bound is None or bound <= cap.time:
+                waiting = True
+                continue
+            at = bound - 1
+        else:
+            at = cap.time
+        by_time.setdefault(at, []).append(state.release(tp, owners[tp]))
+    for at, handoffs in sorted(by_time.items()):
+        out.give_batch(cap, handoffs, at)
+    out.flush()
+    return waiting
+
+
 def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: int,
-                 end_epoch: Optional[int]) -> Callable[[], None]:
+                 end_epoch: Optional[int], hand_off: Callable[[], None]) -> Callable[[], None]:
     parts = state.parts
     resumed = state.resumed
 
@@ -255,6 +405,8 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
             if m.error() is not None:
                 continue
             key = (m.topic(), m.partition())
+            if key not in parts:        # handed to another worker since it was fetched
+                continue
             if resumed and key in resumed and m.offset() < resumed.pop(key):
                 # the record before the committed offset: only its marker is wanted
                 if any(h[0] == "marker" for h in m.headers() or ()):
@@ -267,6 +419,9 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
                 if events:
                     state.records += len(events)
                     out.give_batch(cap, events, epoch)
+        hand_off()
+        if holder["cap"] is None:
+            return
         bounds = [p.bound() for p in parts.values()]
         if None in bounds:
             return
@@ -281,11 +436,18 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
 
 def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: int,
                     end_epoch: Optional[int], epoch_records: Optional[int],
-                    epoch_ms: Optional[float]) -> Callable[[], None]:
+                    epoch_ms: Optional[float], hand_off: Callable[[], None]) -> Callable[[], None]:
     parts = state.parts
     now_ms = lambda: int(time.time() * 1000)  # noqa: E731
-    clock = {"epoch": max(holder["cap"].time, now_ms()), "count": 0, "started": time.monotonic()}
-    holder["cap"].downgrade(clock["epoch"])
+    clock = {"epoch": None, "count": 0, "started": time.monotonic()}
+
+    def catch_up():
+        # the first step, or a capability taken with a partition from another worker
+        cap = holder["cap"]
+        if clock["epoch"] is None or clock["epoch"] < cap.time:
+            clock["epoch"] = max(cap.time, now_ms())
+        if cap.time < clock["epoch"]:
+            cap.downgrade(clock["epoch"])
 
     def advance():
         epoch = clock["epoch"]
@@ -303,6 +465,10 @@ def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size:
             holder["cap"].downgrade(clock["epoch"])
 
     def step():
+        catch_up()
+        hand_off()
+        if holder["cap"] is None:
+            return
         messages = state.poll(min(batch_size, epoch_records or batch_size),
                               _POLL_TIMEOUT if holder["idle"] else 0)
         holder["idle"] = not messages
@@ -311,6 +477,8 @@ def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size:
             if m.error() is not None:
                 continue
             key = (m.topic(), m.partition())
+            if key not in parts:
+                continue
             parts[key].position = m.offset() + 1
             batches.setdefault(key, []).append((m.offset(), m.value(), None))
         for (topic, partition), records in batches.items():
@@ -339,9 +507,12 @@ def kafka_commit(stream: Any, *sources: Any, name: str = "KafkaCommit") -> None:
         if found is None:
             raise ValueError(f"kafka_commit: {source!r} is not a stream made by kafka_source")
         states.append(found)
+    worker = scope.worker
     builder = scope.operator(name)
     port = builder.new_input(stream)
     builder.new_output()
+    activate = OperatorInfo(builder).activator(worker)
+    worker.rescale_listeners.append(activate)
 
     def constructor(caps):
         # Held until the input frontier is empty, so the last commit happens before the
@@ -350,12 +521,21 @@ def kafka_commit(stream: Any, *sources: Any, name: str = "KafkaCommit") -> None:
 
         def logic():
             port.drain()
+            if held["cap"] is None:
+                return
+            if worker.leaving and not any(s.parts for s in states):
+                # its partitions went to other workers with their commit points: a
+                # process leaving the cluster has nothing more to commit
+                held["cap"].drop()
+                held["cap"] = None
+                return
             frontier = port.frontier.frontier()
             if not len(frontier):
                 for s in states:
                     s.commit(None)
                     s.close()
                 held["cap"].drop()
+                held["cap"] = None
                 return
             upto = min(frontier) - 1
             if held["upto"] is None or upto > held["upto"]:
@@ -502,6 +682,8 @@ def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union
     owner = [p % workers for p in range(count)]
     owned = [] if worker.is_joiner else [p for p in range(count) if owner[p] == worker.index]
     state = KafkaSinkState(brokers, topic, add_config, fmt, owned, rows_per_message, timeout)
+    # a partition's writer stays put: its process cannot leave (timely.rescaling.leave)
+    worker.sink_writers[topic] = owner
 
     # Records travel as (partition, key, value) to the partition's one writer.
     if partition is not None:

@@ -6,7 +6,9 @@ leave of process P goes in this order:
 1. **Start.** P's hub waits while a process is joining (or another is leaving), then
    tells every process ``("leave", P)``; each posts it to its workers. A leave that
    cannot be done is refused with a message saying why (rescaling off, the last
-   process, keyed routing pinned to the workers P hosts, the rebalancer's worker 0).
+   process, keyed routing pinned to the workers P hosts, Kafka sink partitions P
+   writes, the rebalancer's worker 0). P's Kafka source partitions go to the remaining
+   workers (``timely.connectors.kafka``), so it stops holding a capability for them.
 2. **Routing stops.** Each worker applying the leave drops P's workers from
    ``worker.routing_workers`` (``Exchange`` stops sending to them). Keyed state (Megaphone) is routed by the
    configuration in force at each time: the rebalancer (``timely.megaphone.rebalance``)
@@ -60,6 +62,10 @@ def refusal(worker: Any) -> Optional[str]:
         return ("a dataflow routes keyed records pinned to the workers it was built on "
                 "(Exchange(pinned=True)), and this process hosts some of them: their state "
                 "cannot move; use the stateful operators (timely.megaphone) instead")
+    writes = sorted(topic for topic, owner in worker.sink_writers.items() if set(owner) & set(mine))
+    if writes:
+        return (f"it writes partitions of Kafka topics {writes} (kafka_sink): each partition has "
+                f"one writer, fixed when the dataflow was built")
     if worker.stateful_states and 0 in mine:
         return ("it hosts worker 0, which runs the stateful operators' rebalancer")
     return None
