@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -219,3 +220,42 @@ def test_kafka_partitions_follow_a_join_and_a_leave(tmp_path, mode, tansu):
     ends = committed(tansu.bootstrap, group, topic, partitions)
     assert ends == {p: writer.markers[(p, epochs - 1)] + 1 for p in range(partitions)}, log
 
+
+def test_leave_of_the_process_holding_the_most_bins(tmp_path, mode):
+    """With ``--rebalance off`` a joiner gets no bins, so each original process holds
+    half of them; process 1 leaves, and every one of its 16 bins moves out (a leave
+    moves bins even with rebalancing off) with the counts exact."""
+    epochs = 40
+    with cluster(tmp_path, 3, epochs=epochs, extra=["--bins", "32", "--rebalance", "off", *mode]) as c:
+        c.start(2)
+        joiner = c.join(original=2, bootstrap=0)
+        wait_for_line(joiner, r"finished joining", timeout=30)
+        time.sleep(0.5)
+        c.kill(c.processes[1], signal.SIGTERM)
+        codes = c.wait(90)
+        log = "\n".join(c.interleaved())
+        assert codes == [0, 0, 0], log
+    leaver = c.processes[1].output()
+    shipped = sum(int(line.split(" ships ")[1].split(" bins")[0])
+                  for line in leaver.splitlines() if " ships " in line)
+    assert shipped == 16, log
+    check_counts(outputs(tmp_path), epochs, log)
+
+
+def test_sigkill_during_a_leave_still_stops_everyone_with_its_name(tmp_path, mode):
+    """Only a goodbye ends a leave: a leaving process killed before it drained is a
+    failure like any other, named by the processes that carry on no further."""
+    with cluster(tmp_path, 3, epochs=200, extra=["--migration", "fluid", *mode]) as c:
+        c.start(3)
+        time.sleep(1.2)
+        leaver = c.processes[2]
+        c.kill(leaver, signal.SIGTERM)
+        wait_for_line(leaver, r"leaves the cluster", timeout=30)
+        assert leaver.popen.poll() is None, "the leave finished before the kill"
+        c.kill(leaver)
+        codes = [p.wait(30) for p in c.processes[:2]]
+        log = "\n".join(c.interleaved())
+    assert codes[0] != 0 and codes[1] != 0, log
+    port = c.ports[2]
+    for p in c.processes[:2]:
+        assert re.search(rf"process 2 \(127\.0\.0\.1:{port}\) disconnected", p.output()), log
