@@ -65,6 +65,7 @@ class Worker:
         self._servers: dict[int, Any] = {}
         #: joining process -> (capabilities granted to each of its workers, how many workers)
         self._granted: dict[int, tuple] = {}
+        self._to_serve: list = []           # joins this worker bootstraps, served at step end
         self._control = allocator.control_puller() if hasattr(allocator, "control_puller") else None
         self.bootstrap_seconds: Optional[float] = None
         self.bootstrap_pauses: list[float] = []
@@ -174,27 +175,7 @@ class Worker:
             for channel, progcaster in self.progcasters.items():
                 progcaster.send_marker(added.get(channel, ()))
             if message.bootstrap == self.index:
-                # Apply what has arrived first: a process that left sent its last batches
-                # before its goodbye, and a joiner hears nothing more from it, so the
-                # state it gets must hold them (timely.verify found the gap).
-                for channel, progcaster in self.progcasters.items():
-                    scope = self._scope_of_channel.get(channel)
-                    if scope is not None:
-                        progcaster.recv(scope.final_pointstamp)
-                        self.activations.activate(scope.path)
-                from .rescaling.grants import announce
-                joining = message.last - message.first + 1
-                granted = announce(self, joining)
-                self._granted[message.process] = (granted, joining)
-                if self.config.progress_mode == "p2p":
-                    from .rescaling.bootstrap import BootstrapServer
-                    server = BootstrapServer(self, message.process, message.first, message.last,
-                                             granted)
-                    self._servers[message.process] = server
-                    self.bootstrap_pauses.append(server.pause)
-                else:
-                    allocator.control_send(message.process, message.first, message.last,
-                                           ("bs-grants", self.index, granted))
+                self._to_serve.append(message)     # at the end of this step (_serve_joins)
         elif message.kind == "joined":
             self.routing_workers = sorted(set(self.routing_workers) | set(range(message.first, message.last + 1)))
             self.broadcast_workers = sorted(set(self.broadcast_workers) | set(range(message.first, message.last + 1)))
@@ -231,6 +212,38 @@ class Worker:
                       self.peers, len(self.routing_workers))
         for listener in self.rescale_listeners:
             listener()
+
+    def _serve_joins(self) -> None:
+        """On a bootstrap worker, at the end of the step that applied a join: grant and
+        announce the joiner's capabilities, then give it the progress state.
+
+        Not before: every progress batch that had arrived when the join was applied has
+        been received and propagated by now (its channel activated its scope). A nested
+        scope's records crossing its boundary are kept in the parent's state only once
+        the nested scope has propagated them, so a state taken between its receive and
+        its propagation would say "applied" of batches whose consumption it does not
+        hold. Root scopes also take what arrived during the step: a process that left
+        sent its last batches before its goodbye, and a joiner hears nothing more from
+        it, so the state must hold them (timely.verify found that gap)."""
+        from .rescaling.grants import announce
+        for channel, progcaster in self.progcasters.items():
+            scope = self._scope_of_channel.get(channel)
+            if scope is not None and not progcaster.nested:
+                progcaster.recv(scope.final_pointstamp)
+                self.activations.activate(scope.path)
+        messages, self._to_serve = self._to_serve, []
+        for message in messages:
+            joining = message.last - message.first + 1
+            granted = announce(self, joining)
+            self._granted[message.process] = (granted, joining)
+            if self.config.progress_mode == "p2p":
+                from .rescaling.bootstrap import BootstrapServer
+                server = BootstrapServer(self, message.process, message.first, message.last, granted)
+                self._servers[message.process] = server
+                self.bootstrap_pauses.append(server.pause)
+            else:
+                self.allocator.control_send(message.process, message.first, message.last,
+                                            ("bs-grants", self.index, granted))
 
     def _serve_control(self) -> None:
         for message in self._control.drain():
@@ -320,6 +333,8 @@ class Worker:
                     del dataflows[index]
                     if self._check_progress:
                         verify_accounting.check_completed(self, subgraph)
+        if self._to_serve:
+            self._serve_joins()
         if self._control is not None and (self._servers or len(self._control)):
             self._serve_control()
         if self._hub is not None and (self._hub.leave_requested or self.leaving):
