@@ -35,7 +35,7 @@ KAFKA_JOB = os.path.join(ROOT, "tests", "jobs", "kafka_scale_job.py")
 
 
 def cluster(tmp_path, slots, workers=1, epochs=30, delay=0.1, extra=()):
-    args = ["--epochs", str(epochs), "--epoch-delay", str(delay), "--timeout", "10",
+    args = ["--epochs", str(epochs), "--epoch-delay", str(delay), "--timeout", "10", "--check-progress",
             "--output", str(tmp_path / "out-{process}.json"), *extra]
     return LocalCluster(JOB, slots=slots, workers=workers, extra=args)
 
