@@ -207,7 +207,9 @@ class ProgressLog:
             set_group_offset(self.admin, self.topics.snapshot_index(worker), self.topics.snapshots,
                              snapshot_offset)
         except Exception as e:  # noqa: BLE001 - the previous snapshot stays valid
-            log.warning("could not index the snapshot of worker %d: %s", worker, e)
+            # a timed-out future's text is empty: name the exception's type as well
+            log.warning("could not index the snapshot of worker %d: %s: %s", worker,
+                        type(e).__name__, describe(e))
             return
         self.snapshots_written += 1
         self._snapshot_covers[worker] = max(self._snapshot_covers.get(worker, 0), covers)
