@@ -315,7 +315,8 @@ def digest(counts: dict) -> list[int]:
 
 class MigrationTracker:
     """Worker 0's markers, from its own F operator and cluster view: when a process
-    joined (``worker.routing_peers`` grew), each configuration its router compiled
+    joined or left (``worker.routing_workers`` changed; each entry of ``joins`` says
+    which in ``kind``), each configuration its router compiled
     (time, wall clock seen, bins it moves), the rebalancer's issue time of each step
     (from its ``timely.megaphone`` log record, in this process), the first configuration
     that balances the table over the workers now present, and when the probe passed
@@ -329,7 +330,7 @@ class MigrationTracker:
         self.probe = probe
         self.start = start
         self.router = worker.stateful_states[0].routers[0]
-        self.peers = worker.routing_peers
+        self.workers = tuple(worker.routing_workers)
         self.table = tuple(self.router.configs[-1][1])
         self.known = {c for c, _ in self.router.configs}
         self.joins: list[dict] = []
@@ -346,17 +347,19 @@ class MigrationTracker:
         logging.getLogger("timely.megaphone").addHandler(self.handler)
 
     def balanced(self, table) -> bool:
-        load = [0] * self.peers
+        load = dict.fromkeys(self.workers, 0)
         for w in table:
-            if w < self.peers:
+            if w in load:
                 load[w] += 1
-        return sum(load) == len(table) and max(load) - min(load) <= 1
+        return sum(load.values()) == len(table) and max(load.values()) - min(load.values()) <= 1
 
     def poll(self, now: float) -> None:
-        if self.worker.routing_peers != self.peers:
-            self.peers = self.worker.routing_peers
-            self.joins.append({"seen": now - self.start, "workers": self.peers, "configs": [],
-                               "balanced_at": None, "end": None})
+        workers = tuple(self.worker.routing_workers)
+        if workers != self.workers:
+            kind = "join" if len(workers) > len(self.workers) else "leave"
+            self.workers = workers
+            self.joins.append({"kind": kind, "seen": now - self.start, "workers": len(workers),
+                               "configs": [], "balanced_at": None, "end": None})
         for c, table in self.router.configs:
             if c in self.known:
                 continue
@@ -364,7 +367,7 @@ class MigrationTracker:
             moved = sum(a != b for a, b in zip(self.table, table))
             self.table = tuple(table)
             if not self.joins:
-                raise SystemExit(f"configuration at {c} before any join")
+                raise SystemExit(f"configuration at {c} before any join or leave")
             join = self.joins[-1]
             join["configs"].append({"time": c, "seen": now - self.start, "moved": moved})
             if join["balanced_at"] is None and self.balanced(table):
