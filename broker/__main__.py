@@ -1,10 +1,11 @@
 """python -m broker status --bootstrap HOST:PORT [--prefix P] [--subscriber NAME ...] [--option K=V ...]
 
-Shows, per worker progress log under the prefix: its length in records, the latest
-snapshot (the log sequence number and offset it covers), and each subscriber's
-committed position. The length is found by reading the log from the latest snapshot
-to its end (librdkafka's end-of-partition event; the test broker's end-offset answers
-cannot be trusted), so it costs the tail.
+Shows, per worker progress log under the prefix: its length in records, its segments
+kept, the latest snapshot (the log sequence number it covers, and the segment and
+offset its tail starts at), and each subscriber's committed position (segment and
+offset). The length is found by reading the log from the latest snapshot to its end
+(librdkafka's end-of-partition event; the test broker's end-offset answers cannot be
+trusted), so it costs the tail.
 """
 from __future__ import annotations
 
@@ -39,11 +40,16 @@ def _last_lseq(bootstrap: str, topic: str, start: int, before: int, options: Opt
 
 
 def status(bootstrap: str, prefix: str, subscribers: list[str], options: Optional[dict] = None) -> list[dict]:
-    """One row per worker log under ``prefix``: worker, log, records, snapshot_lseq,
-    snapshot_offset, subscribers ({name: committed offset or None})."""
+    """One row per worker log under ``prefix``: worker, segments (those kept), records,
+    snapshot_lseq, snapshot_at ((segment, offset) or None), subscribers ({name:
+    (segment, offset) or None})."""
     topics = Topics(prefix)
     admin = connect_admin(bootstrap, options)
-    names = sorted(t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{prefix}.progress."))
+    segments: dict[int, list[int]] = {}
+    for topic in admin.list_topics(timeout=10).topics:
+        where = topics.parse_log(topic)
+        if where is not None:
+            segments.setdefault(where[0], []).append(where[1])
     group_prefix = f"{prefix}.sub."
     subscribers = subscribers or sorted(g[len(group_prefix):] for g in list_groups(admin)
                                         if g.startswith(group_prefix))
@@ -52,18 +58,28 @@ def status(bootstrap: str, prefix: str, subscribers: list[str], options: Optiona
                        options=options)
     rows = []
     try:
-        for topic in names:
-            worker = int(topic.rsplit(".", 1)[1])
+        for worker in sorted(segments):
+            kept = sorted(segments[worker])
             snapshot = probe.latest_snapshot(worker)
-            start = snapshot[2] if snapshot else 0
-            last = _last_lseq(bootstrap, topic, start, snapshot[1] - 1 if snapshot else -1, options)
-            rows.append({"worker": worker, "log": topic, "records": last + 1,
+            first, offset = snapshot[2] if snapshot else (kept[0], 0)
+            last = snapshot[1] - 1 if snapshot else -1
+            for k in (k for k in kept if k >= first):
+                last = _last_lseq(bootstrap, topics.log(worker, k), offset if k == first else 0, last, options)
+            rows.append({"worker": worker, "segments": kept, "records": last + 1,
                          "snapshot_lseq": snapshot[1] if snapshot else None,
-                         "snapshot_offset": snapshot[2] if snapshot else None,
-                         "subscribers": {name: committed[name].get((topic, 0)) for name in subscribers}})
+                         "snapshot_at": tuple(snapshot[2]) if snapshot else None,
+                         "subscribers": {name: _position(topics, committed[name], worker)
+                                         for name in subscribers}})
     finally:
         probe.stop()
     return rows
+
+
+def _position(topics: Topics, offsets: dict, worker: int) -> Optional[tuple[int, int]]:
+    """A subscriber's committed (segment, offset) in ``worker``'s log: its latest segment."""
+    found = [(where[1], offset) for (topic, _), offset in offsets.items()
+             if (where := topics.parse_log(topic)) is not None and where[0] == worker]
+    return max(found) if found else None
 
 
 def main(argv: list[str]) -> int:
@@ -91,10 +107,12 @@ def main(argv: list[str]) -> int:
         print(f"no progress logs under prefix {args.prefix!r} at {args.bootstrap}")
         return 0
     for row in rows:
-        snap = (f"snapshot covers {row['snapshot_lseq']} records (offset {row['snapshot_offset']})"
+        snap = ("snapshot covers {} records (segment {} offset {})".format(row["snapshot_lseq"], *row["snapshot_at"])
                 if row["snapshot_lseq"] is not None else "no snapshot yet")
-        subs = ", ".join(f"{k} at offset {v}" for k, v in row["subscribers"].items()) or "no subscribers"
-        print(f"worker {row['worker']}: {row['records']} records; {snap}; {subs}")
+        subs = ", ".join(f"{k} at segment {v[0]} offset {v[1]}" if v else f"{k} nowhere yet"
+                         for k, v in row["subscribers"].items()) or "no subscribers"
+        kept = row["segments"]
+        print(f"worker {row['worker']}: {row['records']} records in segments {kept[0]}-{kept[-1]}; {snap}; {subs}")
     return 0
 
 

@@ -1,26 +1,34 @@
-"""The writing side: per-worker progress logs and their snapshots.
+"""The writing side: per-worker progress logs, in segments, and their snapshots.
 
 Record layout (msgpack, arrays decode as tuples):
-- log record (topic ``{prefix}.progress.{worker}``, partition 0):
-  ``(lseq, channel, seq, updates)`` where ``lseq`` numbers the worker's records 0, 1,
-  2, ... and ``updates`` is a list of ``(key, delta)``: one progress batch, so a batch
-  is applied whole without transactions;
+- log record (topic ``{prefix}.progress.{worker}.{segment}``, partition 0):
+  ``(lseq, channel, seq, updates, ends_segment)`` where ``lseq`` numbers the worker's
+  records 0, 1, 2, ... and ``updates`` is a list of ``(key, delta)``: one progress
+  batch, so a batch is applied whole without transactions. A worker's log is a chain of
+  segment topics of ``segment_records`` records each; the last record of a segment says
+  so (``ends_segment``) and its readers move on to the next segment. Segments keep
+  every fetch short: the test broker (Tansu, in memory) spends CPU on each fetch in
+  proportion to the records of the topic it reads, so one ever-growing topic per worker
+  makes every epoch slower until the broker saturates (``benchmarks/tansu_fetch.py``);
+  a segment that every subscriber has left and no snapshot needs is deleted whole;
 - snapshot (topic ``{prefix}.snapshots``, key ``worker``):
-  ``(worker, lseq, offset, {channel: (last_seq, [(key, total), ...])})``: the fold of
-  the worker's records with lseq < ``lseq``, which start at Kafka offset ``offset``
-  of its log. The offset of a worker's latest snapshot is committed in the consumer
-  group ``{prefix}.snapidx.{worker}``, so a reader fetches exactly one record.
+  ``(worker, lseq, (segment, offset), {channel: (last_seq, [(key, total), ...])})``:
+  the fold of the worker's records with lseq < ``lseq``; record ``lseq`` is at Kafka
+  offset ``offset`` of segment ``segment``. The offset of a worker's latest snapshot is
+  committed in the consumer group ``{prefix}.snapidx.{worker}``, so a reader fetches
+  exactly one record.
 
 The producer is confluent-kafka's (``broker.client``): ``append`` packs the batch, folds
 it into the worker's running snapshot state and hands the record to librdkafka, which
 sends it at once (no linger) from its own thread. A delivery thread serves the delivery
-reports: one Python call per record, which checks that the log only grows (a broker
-that came back empty makes it start over) and, at a snapshot boundary, writes the
-snapshot and then its index.
+reports: one Python call per record, which checks that each segment only grows (a
+broker that came back empty makes it start over) and, at a snapshot boundary, writes
+the snapshot and then its index.
 
-Costs: ``append`` O(updates) plus one ``produce`` call (a few µs); a snapshot
-O(distinct keys) every ``snapshot_interval`` records plus one admin round trip on the
-delivery thread; ``verify`` one metadata round trip.
+Costs: ``append`` O(updates) plus one ``produce`` call (a few µs); at each segment's
+first record, the next segment's topic is created (an admin request, awaited only at
+the next roll); a snapshot O(distinct keys) every ``snapshot_interval`` records plus
+one admin round trip on the delivery thread; ``verify`` one metadata round trip.
 """
 from __future__ import annotations
 
@@ -66,8 +74,10 @@ def fold(batches: Iterable[Iterable[tuple[Any, int]]], into: Optional[dict] = No
 class Topics:
     """Topic and group names under one prefix, so several clusters share a broker.
 
-    >>> t = Topics("demo"); t.log(3), t.snapshots, t.snapshot_index(3)
-    ('demo.progress.3', 'demo.snapshots', 'demo.snapidx.3')
+    >>> t = Topics("demo"); t.log(3, 0), t.snapshots, t.snapshot_index(3)
+    ('demo.progress.3.0', 'demo.snapshots', 'demo.snapidx.3')
+    >>> t.parse_log("demo.progress.3.12"), t.parse_log("demo.snapshots")
+    ((3, 12), None)
     """
 
     def __init__(self, prefix: str) -> None:
@@ -76,8 +86,17 @@ class Topics:
             raise BrokerError(f"topic prefix {prefix!r} must be non-empty letters, digits, '.', '_' or '-'")
         self.prefix = prefix
 
-    def log(self, worker: int) -> str:
-        return f"{self.prefix}.progress.{worker}"
+    def log(self, worker: int, segment: int) -> str:
+        """The topic of segment ``segment`` of ``worker``'s log."""
+        return f"{self.prefix}.progress.{worker}.{segment}"
+
+    def parse_log(self, topic: str) -> Optional[tuple[int, int]]:
+        """``(worker, segment)`` of a log segment's topic under this prefix, else None."""
+        head = f"{self.prefix}.progress."
+        if not topic.startswith(head):
+            return None
+        worker, _, segment = topic[len(head):].partition(".")
+        return (int(worker), int(segment)) if worker.isdigit() and segment.isdigit() else None
 
     @property
     def snapshots(self) -> str:
@@ -97,30 +116,39 @@ class ProgressLog:
     thread): that is what keeps its log in ``lseq`` order."""
 
     def __init__(self, bootstrap: str, prefix: str, workers: Iterable[int], *,
-                 snapshot_interval: int = 1000, options: Optional[dict] = None) -> None:
+                 snapshot_interval: int = 1000, segment_records: int = 500,
+                 options: Optional[dict] = None) -> None:
         from confluent_kafka import Producer
+        if segment_records < 1:
+            raise BrokerError(f"segment_records must be at least 1, got {segment_records}")
         self.bootstrap = bootstrap
         self.topics = Topics(prefix)
         self.snapshot_interval = snapshot_interval
+        self.segment_records = segment_records
         self.options = dict(options or {})
         self.admin = connect_admin(bootstrap, self.options)
         self.workers = list(workers)
-        ensure_topics(self.admin, [self.topics.log(w) for w in self.workers] + [self.topics.snapshots])
+        ensure_topics(self.admin, [self.topics.log(w, 0) for w in self.workers] + [self.topics.snapshots])
         self._topic_ids: dict[str, str] = {}
+        self._segment = {w: 0 for w in self.workers}          # the segment being appended to
+        self._next_segment: dict[int, Any] = {}               # worker -> creation future of the next
+        self._oldest = {w: 0 for w in self.workers}           # oldest segment not deleted
+        self.segments_deleted = 0
         self.verify()                       # remember the ids of the logs as created
-        self._worker_of = {self.topics.log(w): w for w in self.workers}
         self._lseq = {w: 0 for w in self.workers}
         self._fold: dict[int, dict] = {w: {} for w in self.workers}   # channel -> [last seq, {key: total}]
         # delivery-thread state: records delivered per worker, the offset of the last
-        self._delivered = {w: 0 for w in self.workers}
-        self._last_offset: dict[int, int] = {}
+        self._delivered = {w: 0 for w in self.workers}           # records acknowledged
+        # (worker, segment) -> [records acknowledged, offset of the last]: reports come
+        # in order within a segment, not across two segments in one produce request
+        self._acked: dict[tuple[int, int], list] = {}
         # worker -> [(lseq, channels)]: snapshots waiting for record lseq-1's offset
-        self._pending_snapshots: dict[int, collections.deque] = {w: collections.deque() for w in self.workers}
+        self._pending_snapshots: dict[int, dict] = {w: {} for w in self.workers}
         self._to_index: collections.deque = collections.deque()      # (worker, snapshot offset, covers)
         self._snapshots_in_flight = 0
-        self._snapshot_covers: dict[int, int] = {}   # worker -> log offset its indexed snapshot reaches
+        self._snapshot_covers: dict[int, int] = {}   # worker -> segment its indexed snapshot's tail starts in
+        self._indexed_lseq: dict[int, int] = {}      # worker -> records its indexed snapshot covers   # worker -> log offset its indexed snapshot reaches
         self.can_delete = True
-        self._probed = False                # delete_records support tried once
         self.records = 0
         self.bytes = 0
         self.snapshots_written = 0
@@ -139,17 +167,41 @@ class ProgressLog:
             raise BrokerError(f"progress log at {self.bootstrap} failed: {self.error}")
         lseq = self._lseq[worker]
         self._lseq[worker] = lseq + 1
-        value = pack((lseq, channel, seq, updates))
+        segment, at = divmod(lseq, self.segment_records)
+        if at == 0 and segment:
+            self._roll(worker, segment)
+        if at == 0:
+            self._create_next(worker, segment + 1)
+        value = pack((lseq, channel, seq, updates, at == self.segment_records - 1))
         per_channel = self._fold[worker].setdefault(channel, [-1, {}])
         per_channel[0] = seq
         fold([updates], per_channel[1])
         if self.snapshot_interval and (lseq + 1) % self.snapshot_interval == 0:
             channels = {ch: (last, list(acc.items())) for ch, (last, acc) in self._fold[worker].items()}
-            self._pending_snapshots[worker].append((lseq + 1, channels))
-        self._produce(self.topics.log(worker), value)
+            self._pending_snapshots[worker][lseq + 1] = channels
+        self._produce(self.topics.log(worker, segment), value)
         with self._lock:
             self.records += 1
             self.bytes += len(value)
+
+    def _create_next(self, worker: int, segment: int) -> None:
+        """Start creating segment ``segment`` of ``worker``'s log, ahead of its use."""
+        from confluent_kafka.admin import NewTopic
+        topic = self.topics.log(worker, segment)
+        self._next_segment[worker] = (topic, self.admin.create_topics(
+            [NewTopic(topic, 1, 1)], operation_timeout=10)[topic])
+
+    def _roll(self, worker: int, segment: int) -> None:
+        """Move ``worker``'s appends to ``segment``, once its topic exists."""
+        from confluent_kafka import KafkaError, KafkaException
+        topic, future = self._next_segment.pop(worker)
+        try:
+            future.result(10)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                self._failed(BrokerError(f"cannot create log segment {topic!r}: {describe(e)}"))
+                raise self.error from None
+        self._segment[worker] = segment
 
     def _produce(self, topic: str, value: bytes, key: Optional[bytes] = None, **kw: Any) -> None:
         while True:
@@ -173,36 +225,50 @@ class ProgressLog:
         if err is not None:
             self._failed(err)
             return
-        worker = self._worker_of.get(msg.topic())
-        if worker is None:
+        where = self.topics.parse_log(msg.topic())
+        if where is None:
             return                          # a snapshot: see _snapshot_delivered
-        lseq = self._delivered[worker]
-        self._delivered[worker] = lseq + 1
+        worker, segment = where
+        self._delivered[worker] += 1
         offset = msg.offset()
-        # Record lseq must land after record lseq - 1: a log that starts over (a broker
-        # that came back empty) puts it at a smaller offset.
-        last = self._last_offset.get(worker)
-        if last is not None and offset <= last:
+        acked = self._acked.get((worker, segment))
+        if acked is None:
+            acked = self._acked[(worker, segment)] = [0, None]
+            self._acked.pop((worker, segment - 2), None)
+        lseq = segment * self.segment_records + acked[0]
+        # Record lseq must land after record lseq - 1 of its segment: a log that starts
+        # over (a broker that came back empty) puts it at a smaller offset.
+        if acked[1] is not None and offset <= acked[1]:
             self._failed(BrokerLostError(
                 f"the progress log of worker {worker} at {self.bootstrap} starts over: record "
-                f"{lseq} landed at offset {offset}, after offset {last} (the broker lost its data)"))
-        self._last_offset[worker] = offset
-        pending = self._pending_snapshots[worker]
-        if pending and pending[0][0] == lseq + 1:
-            covers_lseq, channels = pending.popleft()
-            value = pack((worker, covers_lseq, offset + 1, channels))
+                f"{lseq} landed at offset {offset} of segment {segment}, after offset {acked[1]} "
+                f"(the broker lost its data)"))
+        acked[0] += 1
+        acked[1] = offset
+        channels = self._pending_snapshots[worker].pop(lseq + 1, None)
+        if channels is not None:
+            covers_lseq = lseq + 1
+            # record lseq + 1 starts the next segment or follows this record in this one
+            start = (segment + 1, 0) if (lseq + 1) % self.segment_records == 0 else (segment, offset + 1)
+            value = pack((worker, covers_lseq, start, channels))
             self._snapshots_in_flight += 1
             self._produce(self.topics.snapshots, value, str(worker).encode(),
-                          on_delivery=lambda e, m: self._snapshot_delivered(e, m, worker, offset + 1))
+                          on_delivery=lambda e, m: self._snapshot_delivered(e, m, worker, start[0], covers_lseq))
 
-    def _snapshot_delivered(self, err: Any, msg: Any, worker: int, covers: int) -> None:
+    def _snapshot_delivered(self, err: Any, msg: Any, worker: int, covers: int, lseq: int) -> None:
+        # covers: the segment where the snapshot's tail starts (none before it is needed)
         if err is not None:
             self._failed(err)
         else:
-            self._to_index.append((worker, msg.offset(), covers))
+            self._to_index.append((worker, msg.offset(), covers, lseq))
         self._snapshots_in_flight -= 1
 
-    def _index(self, worker: int, snapshot_offset: int, covers: int) -> None:
+    def _index(self, worker: int, snapshot_offset: int, covers: int, lseq: int) -> None:
+        """Make the snapshot of the first ``lseq`` records the worker's latest, unless a
+        later one already is (snapshots can be acknowledged out of order); ``covers``:
+        the segment its tail starts in."""
+        if lseq <= self._indexed_lseq.get(worker, 0):
+            return
         try:
             set_group_offset(self.admin, self.topics.snapshot_index(worker), self.topics.snapshots,
                              snapshot_offset)
@@ -212,7 +278,8 @@ class ProgressLog:
                         type(e).__name__, describe(e))
             return
         self.snapshots_written += 1
-        self._snapshot_covers[worker] = max(self._snapshot_covers.get(worker, 0), covers)
+        self._indexed_lseq[worker] = lseq
+        self._snapshot_covers[worker] = covers
 
     def _client_error(self, err: Any) -> None:
         # Transport errors (a paused or restarting broker) are retried by librdkafka:
@@ -229,10 +296,11 @@ class ProgressLog:
 
     # ---- checks and trimming (any thread) -------------------------------------------------
     def verify(self) -> None:
-        """Raise BrokerLostError if one of our logs disappeared or was recreated (a
-        broker that came back empty gives its topics new ids). A broker that does not
-        answer raises the client's error instead: a stall, not a loss."""
-        for name, topic_id in topic_ids(self.admin, [self.topics.log(w) for w in self.workers]).items():
+        """Raise BrokerLostError if the segment one of our logs appends to disappeared or
+        was recreated (a broker that came back empty gives its topics new ids). A broker
+        that does not answer raises the client's error instead: a stall, not a loss."""
+        current = [self.topics.log(w, self._segment[w]) for w in self.workers]
+        for name, topic_id in topic_ids(self.admin, current).items():
             if topic_id is None:
                 raise BrokerLostError(f"the progress log {name} is gone from the broker at "
                                       f"{self.bootstrap}: it lost its records (did it come back empty?)")
@@ -242,44 +310,44 @@ class ProgressLog:
                                       f"the broker lost its records (did it come back empty?)")
 
     def trim(self, subscribers: Iterable[str]) -> int:
-        """Delete log records every subscriber has read and the latest indexed snapshot
-        covers (a joiner starts there), where the broker supports it.
+        """Delete the log segments of our workers that every subscriber has moved past
+        and that the latest indexed snapshot does not need (a joiner starts there).
 
-        Returns the number of logs trimmed; 0 (and never again) on a broker without
-        ``delete_records``, such as the in-memory test broker."""
-        from confluent_kafka import TopicPartition
+        A subscriber that has committed no position in a worker's log holds all of it.
+        Returns the number of segments deleted; 0 (and never again) on a broker that
+        cannot delete topics."""
         if not self.can_delete:
             return 0
-        positions: dict[str, int] = {}
+        reached = {w: self._snapshot_covers.get(w, 0) for w in self.workers}
         for name in subscribers:
             try:
                 found = group_offsets(self.admin, self.topics.subscriber_group(name))
             except Exception:  # noqa: BLE001 - no answer: try again next time
                 return 0
-            for w in self.workers:
-                topic = self.topics.log(w)
-                low = found.get((topic, 0), 0)
-                positions[topic] = min(positions.get(topic, low), low)
-        for w in self.workers:
-            topic = self.topics.log(w)
-            positions[topic] = min(positions.get(topic, 0), self._snapshot_covers.get(w, 0))
-        wanted = {topic: off for topic, off in positions.items() if off > 0}
-        if not wanted:
-            if self._probed:
-                return 0
-            # Nothing to delete yet: find out now whether the broker could (deleting
-            # below offset 0 changes nothing where it is supported).
-            wanted = {self.topics.log(self.workers[0]): 0}
-        self._probed = True
+            at: dict[int, int] = {}
+            for topic, _ in found:
+                where = self.topics.parse_log(topic)
+                if where is not None and where[0] in reached:
+                    at[where[0]] = max(at.get(where[0], 0), where[1])
+            for w in reached:
+                reached[w] = min(reached[w], at.get(w, 0))
+        doomed = [(w, k) for w in self.workers for k in range(self._oldest[w], reached[w])]
+        if not doomed:
+            return 0
         try:
-            for future in self.admin.delete_records(
-                    [TopicPartition(t, 0, off) for t, off in wanted.items()], request_timeout=10).values():
+            for future in self.admin.delete_topics([self.topics.log(w, k) for w, k in doomed],
+                                                   operation_timeout=10).values():
                 future.result(10)
         except Exception as e:  # noqa: BLE001 - feature detection
             self.can_delete = False
-            log.info("broker at %s cannot delete records (%s): logs are kept whole", self.bootstrap, e)
+            log.info("broker at %s cannot delete topics (%s): log segments are kept", self.bootstrap, e)
             return 0
-        return sum(1 for off in wanted.values() if off > 0)
+        for w in self.workers:
+            self._oldest[w] = max(self._oldest[w], reached[w])
+        self.segments_deleted += len(doomed)
+        log.info("deleted %d log segments every subscriber has left: %s", len(doomed),
+                 ", ".join(f"worker {w} segment {k}" for w, k in doomed[:8]))
+        return len(doomed)
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Wait until every appended record is acknowledged and every snapshot due is

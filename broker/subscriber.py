@@ -2,7 +2,12 @@
 
 ``add(worker, from_snapshot)`` starts tailing a worker's log: from its beginning, or
 from its latest snapshot (one fetch through the snapshot index), in which case the
-snapshot's fold is returned so the caller can install it. Every record carries its log
+snapshot's fold is returned so the caller can install it. A log is a chain of segment
+topics (``broker.log``). While a segment is read the next one is already assigned
+(a helper thread makes sure it exists, through the admin client: the consumer is
+used from the subscriber's thread only), so librdkafka has its metadata and fetches
+it; records it returns early are held until the current segment's last record has
+been delivered, then the subscriber moves on with no round trip. Every record carries its log
 sequence number (lseq): a record below the expected lseq is a duplicate and skipped, a
 record above it means records were lost and stops everything with ``BrokerLostError``,
 as does a read position past a log's end (the broker came back with less). Records
@@ -18,11 +23,13 @@ ends, so the wait bounds each hop's latency), and ``consume`` returns as soon as
 record is in its queue.
 
 Costs: O(updates) per record (one unpack, one ``deliver`` call); ``add`` from a snapshot
-O(snapshot size) plus two round trips; idle, one fetch per log's broker per fetch wait
-(on librdkafka's threads).
+O(snapshot size) plus two round trips; a segment change an unassign and an assign
+(the topic's creation is awaited ahead, on a helper thread); idle, one fetch per log's
+broker per fetch wait (on librdkafka's threads).
 """
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -52,9 +59,12 @@ class Subscriber:
         self._admin_client = connect_admin(bootstrap, self.options)   # fails fast if unreachable
         self.consumer = Consumer(consumer_config(bootstrap, self.topics.subscriber_group(name), self.options))
         self._lock = threading.Lock()
-        self._pending: list[tuple[int, int, int]] = []   # (worker, lseq, offset) to start tailing
-        self._retiring: dict[str, int] = {}              # topic -> end lseq (its writer left)
-        self._expected: dict[str, list] = {}             # topic -> [worker, next lseq]
+        self._pending: list[tuple] = []                  # (worker, lseq, segment, offset) to start tailing
+        self._retiring: dict[int, int] = {}              # worker -> end lseq (its writer left)
+        self._expected: dict[str, list] = {}             # topic -> [worker, next lseq, segment]
+        self._tailing: dict[int, str] = {}               # worker -> the segment topic being read
+        self._ahead: dict[str, list] = {}                # next segment topic assigned -> early records
+        self._ready: list[tuple[int, int]] = []          # (worker, segment) created, to assign ahead
         self._next_offset: dict[str, int] = {}           # topic -> next offset to read
         self.records_read: dict[int, int] = {}
         self.snapshots_read: dict[int, int] = {}
@@ -67,7 +77,8 @@ class Subscriber:
 
     # ---- subscribing --------------------------------------------------------------------
     def latest_snapshot(self, worker: int) -> Optional[tuple]:
-        """The latest snapshot of ``worker``'s log: (worker, lseq, offset, channels), or None."""
+        """The latest snapshot of ``worker``'s log: (worker, lseq, (segment, offset),
+        channels), or None."""
         from confluent_kafka import Consumer, TopicPartition
         topic = self.topics.snapshots
         offset = group_offsets(self._admin_client, self.topics.snapshot_index(worker)).get((topic, 0))
@@ -88,34 +99,37 @@ class Subscriber:
 
     def add(self, worker: int, from_snapshot: bool = False) -> Optional[tuple]:
         """Start tailing ``worker``'s log; returns the snapshot it starts from, if any."""
-        # Create the log if its writer has not yet: a topic auto-created by a fetch can
-        # race with the writer's creation and restart offsets on some brokers.
-        ensure_topics(self._admin_client, [self.topics.log(worker), self.topics.snapshots])
         snapshot = self.latest_snapshot(worker) if from_snapshot else None
-        lseq, offset = (snapshot[1], snapshot[2]) if snapshot else (0, 0)
+        lseq, (segment, offset) = (snapshot[1], snapshot[2]) if snapshot else (0, (0, 0))
+        # Create the segment if its writer has not yet: a topic auto-created by a fetch
+        # can race with the writer's creation and restart offsets on some brokers.
+        ensure_topics(self._admin_client, [self.topics.log(worker, segment), self.topics.snapshots])
         with self._lock:
-            self._pending.append((worker, lseq, offset))
+            self._pending.append((worker, lseq, segment, offset))
         return snapshot
 
     def retire(self, worker: int, end: int) -> None:
         """``worker`` left and its log ends before record ``end``: stop tailing the log
         once every record before ``end`` is delivered."""
         with self._lock:
-            self._retiring[self.topics.log(worker)] = end
+            self._retiring[worker] = end
 
     def _retire_done(self) -> None:
         from confluent_kafka import TopicPartition
         with self._lock:
             retiring = list(self._retiring.items())
-        done = [t for t, end in retiring if t not in self._expected or self._expected[t][1] >= end]
+        done = [w for w, end in retiring if w not in self._tailing or self.positions.get(w, 0) >= end]
         if done:
             with self._lock:
-                for topic in done:
-                    self._retiring.pop(topic, None)
-            gone = [t for t in done if t in self._expected]
-            for topic in gone:
-                del self._expected[topic]
+                for w in done:
+                    self._retiring.pop(w, None)
+            gone = [self._tailing.pop(w) for w in done if w in self._tailing]
+            for topic in list(gone):
+                worker, _, segment = self._expected.pop(topic)
                 self._next_offset.pop(topic, None)
+                ahead = self.topics.log(worker, segment + 1)
+                if self._ahead.pop(ahead, None) is not None:
+                    gone.append(ahead)
             if gone:
                 self.consumer.incremental_unassign([TopicPartition(t, 0) for t in gone])
                 log.info("subscriber %s stopped tailing %s", self.name, ", ".join(gone))
@@ -141,11 +155,12 @@ class Subscriber:
         with self._lock:
             pending, self._pending = self._pending, []
         fresh = []
-        for worker, lseq, offset in pending:
-            topic = self.topics.log(worker)
-            if topic in self._expected:
+        for worker, lseq, segment, offset in pending:
+            if worker in self._tailing:
                 continue
-            self._expected[topic] = [worker, lseq]
+            topic = self.topics.log(worker, segment)
+            self._tailing[worker] = topic
+            self._expected[topic] = [worker, lseq, segment]
             self._next_offset[topic] = offset
             self.positions[worker] = lseq
             fresh.append(TopicPartition(topic, 0, offset))
@@ -156,6 +171,58 @@ class Subscriber:
             for tp in fresh:
                 self.consumer.list_topics(tp.topic, timeout=5)
             self.consumer.incremental_assign(fresh)     # the others keep their positions
+            for tp in fresh:
+                worker, _, segment = self._expected[tp.topic]
+                self._prepare(worker, segment + 1)
+
+    def _prepare(self, worker: int, segment: int) -> None:
+        """On a helper thread, make sure segment ``segment`` of ``worker``'s log exists
+        (its writer creates it ahead too; whoever comes first), then have the
+        subscriber's thread assign it ahead."""
+        topic = self.topics.log(worker, segment)
+
+        def create() -> None:
+            try:
+                ensure_topics(self._admin_client, [topic])
+            except Exception as e:  # noqa: BLE001 - the switch creates what is missing itself
+                log.debug("subscriber %s could not create %s ahead: %s", self.name, topic, e)
+                return
+            with self._lock:
+                self._ready.append((worker, segment))
+        threading.Thread(target=create, daemon=True, name=f"broker-ahead-{self.name}").start()
+
+    def _assign_ready(self) -> None:
+        from confluent_kafka import TopicPartition
+        with self._lock:
+            ready, self._ready = self._ready, []
+        fresh = []
+        for worker, segment in ready:
+            current = self._expected.get(self._tailing.get(worker, ""))
+            topic = self.topics.log(worker, segment)
+            if current is not None and current[2] == segment - 1 and topic not in self._ahead:
+                self._ahead[topic] = []
+                fresh.append(TopicPartition(topic, 0, 0))
+        if fresh:
+            self.consumer.incremental_assign(fresh)
+
+    def _next_segment(self, topic: str) -> list:
+        """The record just delivered ended ``topic``'s segment: read the next one.
+        Returns the next segment's records that were fetched early, to handle now."""
+        from confluent_kafka import TopicPartition
+        worker, lseq, segment = self._expected.pop(topic)
+        self._next_offset.pop(topic, None)
+        following = self.topics.log(worker, segment + 1)
+        self._tailing[worker] = following
+        self._expected[following] = [worker, lseq, segment + 1]
+        self._next_offset[following] = 0
+        self.consumer.incremental_unassign([TopicPartition(topic, 0)])
+        early = self._ahead.pop(following, None)
+        if early is None:                   # not assigned ahead yet: do it now
+            ensure_topics(self._admin_client, [following])
+            self.consumer.incremental_assign([TopicPartition(following, 0, 0)])
+            early = []
+        self._prepare(worker, segment + 2)
+        return early
 
     def _run(self) -> None:
         from confluent_kafka import KafkaError
@@ -167,6 +234,8 @@ class Subscriber:
             while not self._stop.is_set():
                 if self._pending:
                     self._assign_pending()
+                if self._ready:
+                    self._assign_ready()
                 if self._retiring:
                     self._retire_done()
                 if self.check is not None:
@@ -184,7 +253,9 @@ class Subscriber:
                 else:
                     messages = self.consumer.consume(1000, 0)
                     messages.insert(0, first)
-                for message in messages:
+                queue = collections.deque(messages)
+                while queue:
+                    message = queue.popleft()
                     error = message.error()
                     if error is not None:
                         if error.code() in lost_codes:
@@ -195,10 +266,15 @@ class Subscriber:
                             raise BrokerError(f"Kafka broker at {self.bootstrap}: {error.str()}")
                         continue                # transient: librdkafka retries
                     topic = message.topic()
-                    state = expected[topic]
-                    worker, want = state
+                    state = expected.get(topic)
+                    if state is None:
+                        early = self._ahead.get(topic)
+                        if early is not None:
+                            early.append(message)   # the next segment: after this one ends
+                        continue                # else fetched before its segment was left
+                    worker, want, _ = state
                     self._next_offset[topic] = message.offset() + 1
-                    lseq, channel, seq, updates = unpack(message.value())
+                    lseq, channel, seq, updates, ends_segment = unpack(message.value())
                     if lseq < want:
                         continue                # a duplicate: already delivered
                     if lseq > want:
@@ -209,6 +285,8 @@ class Subscriber:
                     state[1] = want + 1
                     positions[worker] = want + 1
                     records_read[worker] = records_read.get(worker, 0) + 1
+                    if ends_segment:
+                        queue.extendleft(reversed(self._next_segment(topic)))
                 self._since_commit += len(messages)
                 if self._since_commit >= self.commit_every or (
                         self._since_commit and time.monotonic() - self._committed_at > 1.0):

@@ -32,6 +32,7 @@ from kafka_broker import TansuBroker  # noqa: E402
 
 import timely  # noqa: E402
 from broker import BrokerError, BrokerLostError, ProgressLog, Subscriber, Topics, fold  # noqa: E402
+from broker.client import group_offsets  # noqa: E402
 from broker.log import connect_admin, ensure_topics, pack  # noqa: E402
 from timely.launch import LocalCluster  # noqa: E402
 
@@ -84,10 +85,10 @@ def test_log_and_subscriber_deliver_every_batch_in_order(tansu, prefix):
 def test_subscriber_skips_duplicates_and_stops_on_a_gap(tansu, prefix):
     from confluent_kafka import Producer
     topics = Topics(prefix)
-    ensure_topics(connect_admin(tansu.bootstrap), [topics.log(0)])
+    ensure_topics(connect_admin(tansu.bootstrap), [topics.log(0, 0)])
     producer = Producer({"bootstrap.servers": tansu.bootstrap, "max.in.flight.requests.per.connection": 1})
     for lseq in (0, 1, 1, 2, 4):       # a duplicate of 1, then 3 is missing
-        producer.produce(topics.log(0), pack((lseq, 1, lseq, [(("k",), 1)])), partition=0)
+        producer.produce(topics.log(0, 0), pack((lseq, 1, lseq, [(("k",), 1)], False)), partition=0)
     assert producer.flush(10) == 0
     got, errors = [], []
     sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="b", on_error=errors.append)
@@ -101,7 +102,7 @@ def test_subscriber_skips_duplicates_and_stops_on_a_gap(tansu, prefix):
 
 
 def test_snapshot_folds_the_prefix_and_a_late_subscriber_reads_only_the_tail(tansu, prefix):
-    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=100)
+    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=100, segment_records=300)
     truth = {}
     for seq in range(1050):
         updates = [((("loc", seq), 0), 1), ((("loc", seq - 1), 0), -1)]
@@ -112,8 +113,8 @@ def test_snapshot_folds_the_prefix_and_a_late_subscriber_reads_only_the_tail(tan
     got, errors = [], []
     sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="late", on_error=errors.append)
     snapshot = sub.add(0, from_snapshot=True)
-    worker, lseq, offset, channels = snapshot
-    assert (worker, lseq) == (0, 1000)
+    worker, lseq, start, channels = snapshot
+    assert (worker, lseq, start) == (0, 1000, (3, 100))     # record 1000: segment 3, offset 100
     last_seq, folded = channels[3]
     assert last_seq == 999
     sub.start()
@@ -139,33 +140,55 @@ def test_bad_kafka_settings_are_refused():
         Topics("bad prefix!")
 
 
-def test_trim_detects_a_broker_without_delete_records(tansu, prefix):
-    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=5)
+def test_segments_are_read_in_order_and_deleted_once_nobody_needs_them(tansu, prefix):
+    """A log of 5-record segments: a subscriber crosses every segment boundary in order;
+    trim keeps what a subscriber that has committed nothing may still read, then deletes
+    the segments every subscriber left that the latest snapshot does not need; a joiner
+    starting from that snapshot reads exactly the tail."""
+    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=5, segment_records=5)
     got = []
     sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="c", on_error=lambda e: None, commit_every=1)
     sub.add(0)
     sub.start()
-    for seq in range(20):
+    for seq in range(22):
         log.append(0, 1, seq, [(("k", seq), 1)])
     log.flush()
-    assert wait_until(lambda: len(got) == 20 and log.snapshots_written >= 4)
+    assert wait_until(lambda: len(got) == 22 and log._indexed_lseq.get(0) == 20), \
+        (len(got), sub.positions, log._indexed_lseq)
+    assert [g[2] for g in got] == list(range(22))
+    topics = Topics(prefix)
+    admin = connect_admin(tansu.bootstrap)
+    assert wait_until(lambda: group_offsets(admin, topics.subscriber_group("c")).get((topics.log(0, 4), 0)) == 2)
     sub.stop()
-    assert log.trim(["c"]) == 0 and log.can_delete is False   # Tansu has no delete_records
-    log.append(0, 1, 20, [(("k", 20), 1)])                    # and the log carries on
-    log.close()
+    assert log.trim(["c", "never-read"]) == 0            # "never-read" holds every segment
+    assert log.trim(["c"]) == 4 and log.segments_deleted == 4   # segments 0-3; 4 is being read
+    names = set(admin.list_topics(timeout=5).topics)
+    assert {topics.log(0, k) for k in range(4)}.isdisjoint(names)
+    assert topics.log(0, 4) in names
+    log.append(0, 1, 22, [(("k", 22), 1)])               # and the log carries on
+    log.flush()
+    late, errors = [], []
+    joiner = Subscriber(tansu.bootstrap, prefix, collect(late), name="late", on_error=errors.append)
+    worker, lseq, start, channels = joiner.add(0, from_snapshot=True)
+    assert (lseq, start) == (20, (4, 0))
+    joiner.start()
+    assert wait_until(lambda: len(late) == 3)
+    joiner.stop(), log.close()
+    assert [g[2] for g in late] == [20, 21, 22] and not errors
 
 
-def test_the_runtime_trims_logs_where_it_can_and_carries_on_where_it_cannot(tansu, prefix, caplog):
+def test_the_runtime_deletes_log_segments_as_it_goes(tansu, prefix, caplog):
     lines = wordcount.synthetic_lines(400, 5, 50)
-    config = kafka_config(tansu, prefix, workers=2, kafka_snapshot_interval=10, kafka_trim_interval=0.2)
+    config = kafka_config(tansu, prefix, workers=2, kafka_snapshot_interval=10, kafka_segment_records=10,
+                          kafka_trim_interval=0.2)
     with caplog.at_level("INFO", logger="broker"):
         totals = wordcount.merge(timely.execute(config, lambda w: wordcount.run(w, lines, 100, exchange=True)))
     assert sum(totals.values(), Counter()) == Counter(w for line in lines for w in line.split())
-    assert any("cannot delete records" in r.getMessage() for r in caplog.records), caplog.text
+    assert any("deleted" in r.getMessage() and "segments" in r.getMessage() for r in caplog.records), caplog.text
 
 
 def test_cli_shows_lengths_snapshots_and_positions(tansu, prefix):
-    log = ProgressLog(tansu.bootstrap, prefix, [0, 1], snapshot_interval=10)
+    log = ProgressLog(tansu.bootstrap, prefix, [0, 1], snapshot_interval=10, segment_records=10)
     got = []
     sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="p0", on_error=lambda e: None, commit_every=1)
     sub.add(0), sub.add(1)
@@ -180,8 +203,9 @@ def test_cli_shows_lengths_snapshots_and_positions(tansu, prefix):
     out = subprocess.run([sys.executable, "-m", "broker", "status", "--bootstrap", tansu.bootstrap,
                           "--prefix", prefix], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert re.search(r"worker 0: 25 records; snapshot covers 20 records \(offset 20\); p0 at offset 25", out.stdout), out.stdout
-    assert re.search(r"worker 1: 4 records; no snapshot yet; p0 at offset 4", out.stdout), out.stdout
+    assert re.search(r"worker 0: 25 records in segments 0-3; snapshot covers 20 records \(segment 2 offset 0\); "
+                     r"p0 at segment 2 offset 5", out.stdout), out.stdout
+    assert re.search(r"worker 1: 4 records in segments 0-1; no snapshot yet; p0 at segment 0 offset 4", out.stdout), out.stdout
 
 
 # ---- the runtime in Kafka mode ---------------------------------------------------------------

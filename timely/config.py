@@ -42,6 +42,7 @@ class Config:
     kafka_bootstrap: Optional[str] = None
     kafka_prefix: str = "timely"          # topic names: several clusters can share a broker
     kafka_snapshot_interval: int = 1000   # a snapshot per worker log every N batches
+    kafka_segment_records: int = 500      # records per log segment topic (a fetch costs Tansu O(segment))
     kafka_trim_interval: float = 10.0     # seconds between deletions of records all have read
     kafka_options: dict = dataclasses.field(default_factory=dict)  # librdkafka properties for broker/'s clients
     check_progress: bool = False          # assert progress accounting after every step
@@ -71,6 +72,8 @@ class Config:
                 raise ConfigError(f"kafka_bootstrap {self.kafka_bootstrap!r} is not HOST:PORT")
             if self.kafka_snapshot_interval < 1:
                 raise ConfigError(f"kafka_snapshot_interval must be at least 1, got {self.kafka_snapshot_interval}")
+            if self.kafka_segment_records < 1:
+                raise ConfigError(f"kafka_segment_records must be at least 1, got {self.kafka_segment_records}")
         if self.rebalance not in ("auto", "off"):
             raise ConfigError(f"rebalance must be 'auto' or 'off', got {self.rebalance!r}")
         if self.migration not in ("all-at-once", "fluid", "batched"):
@@ -143,6 +146,7 @@ class Config:
         parser.add_argument("--kafka-bootstrap", dest="kafka_bootstrap")
         parser.add_argument("--kafka-prefix", dest="kafka_prefix")
         parser.add_argument("--kafka-snapshot-interval", dest="kafka_snapshot_interval", type=int)
+        parser.add_argument("--kafka-segment-records", dest="kafka_segment_records", type=int)
         parser.add_argument("--kafka-option", dest="kafka_option", action="append", default=None,
                             metavar="KEY=VALUE",
                             help="a librdkafka property of the progress clients, e.g. fetch.wait.max.ms=10 "

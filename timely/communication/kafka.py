@@ -47,7 +47,8 @@ class KafkaProgress:
         bootstrap = config.kafka_bootstrap
         options = dict(config.kafka_options or {})
         self.log = ProgressLog(bootstrap, config.kafka_prefix, local_workers,
-                               snapshot_interval=config.kafka_snapshot_interval, options=options)
+                               snapshot_interval=config.kafka_snapshot_interval,
+                               segment_records=config.kafka_segment_records, options=options)
         self.subscriber = Subscriber(bootstrap, config.kafka_prefix, self._deliver,
                                      name=f"p{config.process}", on_error=self._error, options=options,
                                      check=lambda: self.log.error)
