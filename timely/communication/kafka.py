@@ -79,8 +79,10 @@ class KafkaProgress:
             if trimming and time.monotonic() >= next_trim:
                 next_trim = time.monotonic() + self.config.kafka_trim_interval
                 processes = getattr(self.hub, "processes", 1)
+                gone = getattr(self.hub, "departed", ())   # a departed subscriber holds nothing back
                 try:
-                    if self.log.trim([f"p{p}" for p in range(processes)]) == 0 and not self.log.can_delete:
+                    if self.log.trim([f"p{p}" for p in range(processes) if p not in gone]) == 0 \
+                            and not self.log.can_delete:
                         trimming = False
                 except (KafkaException, BrokerError) as e:
                     log.warning("trimming the progress logs: %s", e)
