@@ -318,7 +318,9 @@ class ProgressLog:
         cannot delete topics."""
         if not self.can_delete:
             return 0
-        reached = {w: self._snapshot_covers.get(w, 0) for w in self.workers}
+        # Never the segment being appended to: readers and snapshots reach the next one
+        # as soon as its predecessor's last record is written, before the writer rolls.
+        reached = {w: min(self._snapshot_covers.get(w, 0), self._segment[w]) for w in self.workers}
         for name in subscribers:
             try:
                 found = group_offsets(self.admin, self.topics.subscriber_group(name))

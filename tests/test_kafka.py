@@ -177,6 +177,32 @@ def test_segments_are_read_in_order_and_deleted_once_nobody_needs_them(tansu, pr
     assert [g[2] for g in late] == [20, 21, 22] and not errors
 
 
+def test_trim_keeps_the_segment_being_appended_to(tansu, prefix):
+    """At a segment boundary, readers and the snapshot are already in the next segment
+    while the writer has not rolled yet: trim must not delete the writer's segment
+    (the writer's own check would take that for a broker that lost its data)."""
+    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=5, segment_records=5)
+    got = []
+    sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="c", on_error=lambda e: None, commit_every=1)
+    sub.add(0)
+    sub.start()
+    for seq in range(10):                                # segments 0 and 1, exactly full
+        log.append(0, 1, seq, [(("k", seq), 1)])
+    log.flush()
+    topics = Topics(prefix)
+    admin = connect_admin(tansu.bootstrap)
+    assert wait_until(lambda: log._indexed_lseq.get(0) == 10 and group_offsets(
+        admin, topics.subscriber_group("c")).get((topics.log(0, 2), 0)) == 0)
+    assert log.trim(["c"]) == 1                          # segment 0 only
+    log.verify()
+    log.append(0, 1, 10, [(("k", 10), 1)])               # the roll to segment 2
+    log.flush()
+    assert wait_until(lambda: len(got) == 11)
+    assert log.trim(["c"]) == 1                          # now segment 1
+    sub.stop(), log.close()
+    assert [g[2] for g in got] == list(range(11))
+
+
 def test_the_runtime_deletes_log_segments_as_it_goes(tansu, prefix, caplog):
     lines = wordcount.synthetic_lines(400, 5, 50)
     config = kafka_config(tansu, prefix, workers=2, kafka_snapshot_interval=10, kafka_segment_records=10,
