@@ -147,7 +147,8 @@ class ProgressLog:
         self._to_index: collections.deque = collections.deque()      # (worker, snapshot offset, covers)
         self._snapshots_in_flight = 0
         self._snapshot_covers: dict[int, int] = {}   # worker -> segment its indexed snapshot's tail starts in
-        self._indexed_lseq: dict[int, int] = {}      # worker -> records its indexed snapshot covers   # worker -> log offset its indexed snapshot reaches
+        self._indexed_lseq: dict[int, int] = {}      # worker -> records its indexed snapshot covers
+        self._previous_covers: dict[int, int] = {}   # the same, for the snapshot indexed before it
         self.can_delete = True
         self.records = 0
         self.bytes = 0
@@ -279,6 +280,7 @@ class ProgressLog:
             return
         self.snapshots_written += 1
         self._indexed_lseq[worker] = lseq
+        self._previous_covers[worker] = self._snapshot_covers.get(worker, 0)
         self._snapshot_covers[worker] = covers
 
     def _client_error(self, err: Any) -> None:
@@ -311,7 +313,8 @@ class ProgressLog:
 
     def trim(self, subscribers: Iterable[str]) -> int:
         """Delete the log segments of our workers that every subscriber has moved past
-        and that the latest indexed snapshot does not need (a joiner starts there).
+        and that neither of the two latest indexed snapshots needs (a joiner starts at
+        the latest, or at the one before if it read the index just before).
 
         A subscriber that has committed no position in a worker's log holds all of it.
         Returns the number of segments deleted; 0 (and never again) on a broker that
@@ -320,7 +323,9 @@ class ProgressLog:
             return 0
         # Never the segment being appended to: readers and snapshots reach the next one
         # as soon as its predecessor's last record is written, before the writer rolls.
-        reached = {w: min(self._snapshot_covers.get(w, 0), self._segment[w]) for w in self.workers}
+        # Nor what the snapshot indexed before the latest needs: a joiner that read the
+        # index just before the latest was written starts there.
+        reached = {w: min(self._previous_covers.get(w, 0), self._segment[w]) for w in self.workers}
         for name in subscribers:
             try:
                 found = group_offsets(self.admin, self.topics.subscriber_group(name))

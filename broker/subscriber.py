@@ -36,7 +36,7 @@ import time
 from typing import Any, Callable, Optional
 
 from .client import (BrokerError, BrokerLostError, connect_admin, consumer_config, describe, ensure_topics,
-                     group_offsets, log)
+                     group_offsets, log, topic_ids)
 from .log import Topics, unpack
 
 log = logging.getLogger("broker")
@@ -98,12 +98,34 @@ class Subscriber:
                               f"{topic} could not be read (did the broker lose it?)")
 
     def add(self, worker: int, from_snapshot: bool = False) -> Optional[tuple]:
-        """Start tailing ``worker``'s log; returns the snapshot it starts from, if any."""
-        snapshot = self.latest_snapshot(worker) if from_snapshot else None
-        lseq, (segment, offset) = (snapshot[1], snapshot[2]) if snapshot else (0, (0, 0))
-        # Create the segment if its writer has not yet: a topic auto-created by a fetch
-        # can race with the writer's creation and restart offsets on some brokers.
-        ensure_topics(self._admin_client, [self.topics.log(worker, segment), self.topics.snapshots])
+        """Start tailing ``worker``'s log; returns the snapshot it starts from, if any.
+
+        From a snapshot, the segment it starts in must exist: one that is gone was
+        trimmed because a later snapshot covers it, so the latest is read again. It
+        is never created here (an empty stand-in would be waited on forever)."""
+        from confluent_kafka import KafkaException
+        if not from_snapshot:
+            # Create segment 0 if its writer has not yet: a topic auto-created by a
+            # fetch can race with the writer's creation and restart offsets on some brokers.
+            ensure_topics(self._admin_client, [self.topics.log(worker, 0), self.topics.snapshots])
+            with self._lock:
+                self._pending.append((worker, 0, 0, 0))
+            return None
+        ensure_topics(self._admin_client, [self.topics.log(worker, 0), self.topics.snapshots])
+        deadline = time.monotonic() + 10
+        while True:
+            snapshot = self.latest_snapshot(worker)
+            lseq, (segment, offset) = (snapshot[1], snapshot[2]) if snapshot else (0, (0, 0))
+            topic = self.topics.log(worker, segment)
+            try:
+                if topic_ids(self._admin_client, [topic])[topic] is not None:
+                    break
+            except KafkaException:
+                pass                        # no answer: ask again
+            if time.monotonic() > deadline:
+                raise BrokerLostError(f"segment {segment} of worker {worker}'s log ({topic}), where its "
+                                      f"latest snapshot starts, is not on the broker at {self.bootstrap}")
+            time.sleep(0.05)
         with self._lock:
             self._pending.append((worker, lseq, segment, offset))
         return snapshot

@@ -143,8 +143,9 @@ def test_bad_kafka_settings_are_refused():
 def test_segments_are_read_in_order_and_deleted_once_nobody_needs_them(tansu, prefix):
     """A log of 5-record segments: a subscriber crosses every segment boundary in order;
     trim keeps what a subscriber that has committed nothing may still read, then deletes
-    the segments every subscriber left that the latest snapshot does not need; a joiner
-    starting from that snapshot reads exactly the tail."""
+    the segments every subscriber left that neither of the two latest snapshots needs
+    (a joiner may have read the index just before the latest); a joiner starting from
+    the latest snapshot reads exactly the tail."""
     log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=5, segment_records=5)
     got = []
     sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="c", on_error=lambda e: None, commit_every=1)
@@ -161,10 +162,10 @@ def test_segments_are_read_in_order_and_deleted_once_nobody_needs_them(tansu, pr
     assert wait_until(lambda: group_offsets(admin, topics.subscriber_group("c")).get((topics.log(0, 4), 0)) == 2)
     sub.stop()
     assert log.trim(["c", "never-read"]) == 0            # "never-read" holds every segment
-    assert log.trim(["c"]) == 4 and log.segments_deleted == 4   # segments 0-3; 4 is being read
+    assert log.trim(["c"]) == 3 and log.segments_deleted == 3   # 0-2; the snapshot before the latest starts in 3
     names = set(admin.list_topics(timeout=5).topics)
-    assert {topics.log(0, k) for k in range(4)}.isdisjoint(names)
-    assert topics.log(0, 4) in names
+    assert {topics.log(0, k) for k in range(3)}.isdisjoint(names)
+    assert {topics.log(0, 3), topics.log(0, 4)} <= names
     log.append(0, 1, 22, [(("k", 22), 1)])               # and the log carries on
     log.flush()
     late, errors = [], []
@@ -178,9 +179,9 @@ def test_segments_are_read_in_order_and_deleted_once_nobody_needs_them(tansu, pr
 
 
 def test_trim_keeps_the_segment_being_appended_to(tansu, prefix):
-    """At a segment boundary, readers and the snapshot are already in the next segment
-    while the writer has not rolled yet: trim must not delete the writer's segment
-    (the writer's own check would take that for a broker that lost its data)."""
+    """At a segment boundary, readers and the snapshots are already past the writer's
+    segment while the writer has not rolled yet: trim must not delete it (the writer's
+    own check would take that for a broker that lost its data)."""
     log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=5, segment_records=5)
     got = []
     sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="c", on_error=lambda e: None, commit_every=1)
@@ -198,7 +199,8 @@ def test_trim_keeps_the_segment_being_appended_to(tansu, prefix):
     log.append(0, 1, 10, [(("k", 10), 1)])               # the roll to segment 2
     log.flush()
     assert wait_until(lambda: len(got) == 11)
-    assert log.trim(["c"]) == 1                          # now segment 1
+    assert log.trim(["c"]) == 0                          # 1: where the snapshot before the latest starts
+    log.verify()
     sub.stop(), log.close()
     assert [g[2] for g in got] == list(range(11))
 
