@@ -131,7 +131,10 @@ class ProgressLog:
         ensure_topics(self.admin, [self.topics.log(w, 0) for w in self.workers] + [self.topics.snapshots])
         self._topic_ids: dict[str, str] = {}
         self._segment = {w: 0 for w in self.workers}          # the segment being appended to
-        self._next_segment: dict[int, Any] = {}               # worker -> creation future of the next
+        self._topic = {w: self.topics.log(w, 0) for w in self.workers}   # ... and its topic
+        # segment topic -> (worker, segment), for the delivery thread (no parsing per record)
+        self._where = {topic: (w, 0) for w, topic in self._topic.items()}
+        self._creating: dict[int, tuple] = {}                  # worker -> (next topic, creation future)
         self._oldest = {w: 0 for w in self.workers}           # oldest segment not deleted
         self.segments_deleted = 0
         self.verify()                       # remember the ids of the logs as created
@@ -142,9 +145,11 @@ class ProgressLog:
         # (worker, segment) -> [records acknowledged, offset of the last]: reports come
         # in order within a segment, not across two segments in one produce request
         self._acked: dict[tuple[int, int], list] = {}
-        # worker -> [(lseq, channels)]: snapshots waiting for record lseq-1's offset
+        # worker -> {lseq: [channels, start]}, in lseq order: snapshots waiting for record
+        # lseq-1's offset (start), written in lseq order so the index only moves forward
         self._pending_snapshots: dict[int, dict] = {w: {} for w in self.workers}
-        self._to_index: collections.deque = collections.deque()      # (worker, snapshot offset, covers)
+        # (worker, snapshot offset, segment its tail starts in, records it covers)
+        self._to_index: collections.deque = collections.deque()
         self._snapshots_in_flight = 0
         self._snapshot_covers: dict[int, int] = {}   # worker -> segment its indexed snapshot's tail starts in
         self._indexed_lseq: dict[int, int] = {}      # worker -> records its indexed snapshot covers
@@ -179,8 +184,8 @@ class ProgressLog:
         fold([updates], per_channel[1])
         if self.snapshot_interval and (lseq + 1) % self.snapshot_interval == 0:
             channels = {ch: (last, list(acc.items())) for ch, (last, acc) in self._fold[worker].items()}
-            self._pending_snapshots[worker][lseq + 1] = channels
-        self._produce(self.topics.log(worker, segment), value)
+            self._pending_snapshots[worker][lseq + 1] = [channels, None]
+        self._produce(self._topic[worker], value)
         with self._lock:
             self.records += 1
             self.bytes += len(value)
@@ -189,20 +194,22 @@ class ProgressLog:
         """Start creating segment ``segment`` of ``worker``'s log, ahead of its use."""
         from confluent_kafka.admin import NewTopic
         topic = self.topics.log(worker, segment)
-        self._next_segment[worker] = (topic, self.admin.create_topics(
+        self._creating[worker] = (topic, self.admin.create_topics(
             [NewTopic(topic, 1, 1)], operation_timeout=10)[topic])
 
     def _roll(self, worker: int, segment: int) -> None:
         """Move ``worker``'s appends to ``segment``, once its topic exists."""
         from confluent_kafka import KafkaError, KafkaException
-        topic, future = self._next_segment.pop(worker)
+        topic, future = self._creating.pop(worker)
         try:
             future.result(10)
         except KafkaException as e:
             if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 self._failed(BrokerError(f"cannot create log segment {topic!r}: {describe(e)}"))
                 raise self.error from None
+        self._where[topic] = (worker, segment)
         self._segment[worker] = segment
+        self._topic[worker] = topic
 
     def _produce(self, topic: str, value: bytes, key: Optional[bytes] = None, **kw: Any) -> None:
         while True:
@@ -226,7 +233,7 @@ class ProgressLog:
         if err is not None:
             self._failed(err)
             return
-        where = self.topics.parse_log(msg.topic())
+        where = self._where.get(msg.topic())
         if where is None:
             return                          # a snapshot: see _snapshot_delivered
         worker, segment = where
@@ -246,15 +253,23 @@ class ProgressLog:
                 f"(the broker lost its data)"))
         acked[0] += 1
         acked[1] = offset
-        channels = self._pending_snapshots[worker].pop(lseq + 1, None)
-        if channels is not None:
-            covers_lseq = lseq + 1
+        pending = self._pending_snapshots[worker]
+        if lseq + 1 in pending:
             # record lseq + 1 starts the next segment or follows this record in this one
-            start = (segment + 1, 0) if (lseq + 1) % self.segment_records == 0 else (segment, offset + 1)
-            value = pack((worker, covers_lseq, start, channels))
-            self._snapshots_in_flight += 1
-            self._produce(self.topics.snapshots, value, str(worker).encode(),
-                          on_delivery=lambda e, m: self._snapshot_delivered(e, m, worker, start[0], covers_lseq))
+            pending[lseq + 1][1] = (segment + 1, 0) if (lseq + 1) % self.segment_records == 0 \
+                else (segment, offset + 1)
+            while pending:
+                covers_lseq, (channels, start) = next(iter(pending.items()))
+                if start is None:
+                    break                   # an earlier snapshot's record is not acknowledged yet
+                del pending[covers_lseq]
+                self._write_snapshot(worker, covers_lseq, start, channels)
+
+    def _write_snapshot(self, worker: int, covers_lseq: int, start: tuple, channels: dict) -> None:
+        value = pack((worker, covers_lseq, start, channels))
+        self._snapshots_in_flight += 1
+        self._produce(self.topics.snapshots, value, str(worker).encode(),
+                      on_delivery=lambda e, m: self._snapshot_delivered(e, m, worker, start[0], covers_lseq))
 
     def _snapshot_delivered(self, err: Any, msg: Any, worker: int, covers: int, lseq: int) -> None:
         # covers: the segment where the snapshot's tail starts (none before it is needed)
@@ -265,9 +280,9 @@ class ProgressLog:
         self._snapshots_in_flight -= 1
 
     def _index(self, worker: int, snapshot_offset: int, covers: int, lseq: int) -> None:
-        """Make the snapshot of the first ``lseq`` records the worker's latest, unless a
-        later one already is (snapshots can be acknowledged out of order); ``covers``:
-        the segment its tail starts in."""
+        """Make the snapshot of the first ``lseq`` records the worker's latest (they are
+        written in order; never over a later one); ``covers``: the segment its tail
+        starts in."""
         if lseq <= self._indexed_lseq.get(worker, 0):
             return
         try:
@@ -301,7 +316,7 @@ class ProgressLog:
         """Raise BrokerLostError if the segment one of our logs appends to disappeared or
         was recreated (a broker that came back empty gives its topics new ids). A broker
         that does not answer raises the client's error instead: a stall, not a loss."""
-        current = [self.topics.log(w, self._segment[w]) for w in self.workers]
+        current = [self._topic[w] for w in self.workers]
         for name, topic_id in topic_ids(self.admin, current).items():
             if topic_id is None:
                 raise BrokerLostError(f"the progress log {name} is gone from the broker at "
@@ -351,6 +366,8 @@ class ProgressLog:
             return 0
         for w in self.workers:
             self._oldest[w] = max(self._oldest[w], reached[w])
+        for w, k in doomed:                 # every record in them was acknowledged and read
+            self._where.pop(self.topics.log(w, k), None)
         self.segments_deleted += len(doomed)
         log.info("deleted %d log segments every subscriber has left: %s", len(doomed),
                  ", ".join(f"worker {w} segment {k}" for w, k in doomed[:8]))

@@ -104,14 +104,13 @@ class Subscriber:
         trimmed because a later snapshot covers it, so the latest is read again. It
         is never created here (an empty stand-in would be waited on forever)."""
         from confluent_kafka import KafkaException
+        # Create segment 0 if its writer has not yet: a topic auto-created by a fetch can
+        # race with the writer's creation and restart offsets on some brokers.
+        ensure_topics(self._admin_client, [self.topics.log(worker, 0), self.topics.snapshots])
         if not from_snapshot:
-            # Create segment 0 if its writer has not yet: a topic auto-created by a
-            # fetch can race with the writer's creation and restart offsets on some brokers.
-            ensure_topics(self._admin_client, [self.topics.log(worker, 0), self.topics.snapshots])
             with self._lock:
                 self._pending.append((worker, 0, 0, 0))
             return None
-        ensure_topics(self._admin_client, [self.topics.log(worker, 0), self.topics.snapshots])
         deadline = time.monotonic() + 10
         while True:
             snapshot = self.latest_snapshot(worker)

@@ -369,25 +369,27 @@ class ClusterHub(ProcessHub):
             self._check_peer(theirs, process)
             self._add(process, sock, joining=False)
             if self.joining and process == self.config.join // self.workers_per_process:
-                while self.members is None:
-                    if self.error is not None:
-                        raise self.error
-                    if time.monotonic() > deadline:
-                        raise ClusterError(f"process {process} at {host}:{port} did not admit us "
-                                           f"within {self.timeout:g} s")
-                    time.sleep(0.01)
+                self._await(lambda: self.members is not None, deadline,
+                            lambda: f"process {process} at {host}:{port} did not admit us "
+                                    f"within {self.timeout:g} s")
                 order = sorted(p for p in self.members if p != process and p < self.process)
         expected = (set(range(self.processes)) if self.members is None else self.members) - {self.process}
-        while True:
+
+        def missing() -> list[int]:
             with self._lock:
-                missing = sorted(p for p in expected if p not in self.connections)
-            if not missing:
-                return
+                return sorted(p for p in expected if p not in self.connections)
+        self._await(lambda: not missing(), deadline,
+                    lambda: f"process {self.process}: processes {missing()} did not connect "
+                            f"within {self.timeout:g} s")
+
+    def _await(self, done: Callable[[], bool], deadline: float, failure: Callable[[], str]) -> None:
+        """Poll ``done()`` until it holds; raise the cluster's error if one occurs, or a
+        ClusterError saying ``failure()`` once ``deadline`` (monotonic) has passed."""
+        while not done():
             if self.error is not None:
                 raise self.error
             if time.monotonic() > deadline:
-                raise ClusterError(f"process {self.process}: processes {missing} did not connect "
-                                   f"within {self.timeout:g} s")
+                raise ClusterError(failure())
             time.sleep(0.01)
 
     def _check_peer(self, hello: tuple, expected: Optional[int]) -> None:

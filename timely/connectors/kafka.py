@@ -94,9 +94,9 @@ class KafkaSourceState:
         self.format = value_format
         self.consumer = Consumer(consumer_config(brokers, group_id, add_config))
         counts = topic_partitions(self.consumer, brokers, topics)
-        #: every partition of the topics, in the order ``owner`` spreads them
+        #: every partition of the topics, in the order ``owners`` spreads them
         self.every = [(t, p) for t in sorted(counts) for p in range(counts[t])]
-        mine = [tp for i, tp in enumerate(self.every) if i % workers == worker_index] if workers else []
+        mine = [tp for tp, w in self.owners(range(workers)).items() if w == worker_index] if workers else []
         self.index = worker_index
         self.handed_off = 0          # partitions given to another worker / taken from one
         self.taken = 0
