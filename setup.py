@@ -3,12 +3,12 @@
 ``EXTENSIONS`` lists them as (module name, .pyx path) pairs: the progress core's
 ``timely.progress._c*``, Megaphone's ``timely.megaphone._cbins`` and the ``Exchange``
 partition ``timely.dataflow._cexchange`` (the last two share the stable hash of
-``pyx/_stable_hash.pxd``).
+``pyx/_stable_hash.pxd``), and the cluster's wire codec ``timely.communication._ccodec``.
 
 When Cython or a C compiler is missing the package still installs (or set
 ``TIMELY_NO_CYTHON=1`` to skip the build): each module then uses its pure-Python twin
-(see timely.progress.implementation(), timely.megaphone.bins.IMPLEMENTATION and
-timely.dataflow.exchange.IMPLEMENTATION).
+(see timely.progress.implementation(), timely.megaphone.bins.IMPLEMENTATION,
+timely.dataflow.exchange.IMPLEMENTATION and timely.communication.codec.IMPLEMENTATION).
 """
 import os
 from setuptools import setup
@@ -16,7 +16,8 @@ from setuptools import setup
 EXTENSIONS = [(f"timely.progress._c{name}", f"pyx/_c{name}.pyx")
               for name in ["change_batch", "antichain", "reachability"]]
 EXTENSIONS += [("timely.megaphone._cbins", "pyx/_cbins.pyx"),
-               ("timely.dataflow._cexchange", "pyx/_cexchange.pyx")]
+               ("timely.dataflow._cexchange", "pyx/_cexchange.pyx"),
+               ("timely.communication._ccodec", "pyx/_ccodec.pyx")]
 
 ext_modules = []
 if os.environ.get("TIMELY_NO_CYTHON") != "1":

@@ -10,7 +10,8 @@ A test module may set ``TWIN_NEEDS = ("ChangeBatch",)`` (say) to fail only when 
 it actually uses is missing; the default is all three. Megaphone's hash twins come the
 same way (fixtures ``bins_twin`` and ``compiled_bins``, ``TWIN_NEEDS = ("bins",)``), and
 so does the ``Exchange`` partition (fixtures ``exchange_twin`` and ``compiled_exchange``,
-``TWIN_NEEDS = ("exchange",)``).
+``TWIN_NEEDS = ("exchange",)``), and the wire codec (fixtures ``codec_twin`` and
+``compiled_codec``, ``TWIN_NEEDS = ("codec",)``).
 
 Hypothesis: profile "ci" (the default) and "nightly" (many more cases), selected by
 ``HYPOTHESIS_PROFILE``; both derandomized with no example database, so a CI run is
@@ -107,6 +108,23 @@ def _load_exchange_twin(name: str) -> SimpleNamespace:
 _EXCHANGE_TWINS = {name: _load_exchange_twin(name) for name in ("python", "cython")}
 
 
+def _load_codec_twin(name: str) -> SimpleNamespace:
+    """The wire codec (``packb`` and a ``Decoder`` class) of twin ``name``; ``missing``
+    is keyed ``"codec"`` (list it in a module's ``TWIN_NEEDS``)."""
+    from timely.communication import codec
+    if name == "python":
+        return SimpleNamespace(name=name, missing={}, packb=codec.py_packb, Decoder=codec.PyDecoder)
+    try:
+        compiled = importlib.import_module("timely.communication._ccodec")
+    except Exception as exc:  # noqa: BLE001 - the reason is what we report
+        return SimpleNamespace(name=name, packb=None, Decoder=None, missing={
+            "codec": f"import timely.communication._ccodec: {type(exc).__name__}: {exc}"})
+    return SimpleNamespace(name=name, missing={}, packb=compiled.packb, Decoder=compiled.Decoder)
+
+
+_CODEC_TWINS = {name: _load_codec_twin(name) for name in ("python", "cython")}
+
+
 def _needs(item) -> tuple[str, ...]:
     module = getattr(item, "module", None)
     return tuple(getattr(module, "TWIN_NEEDS", TWIN_CLASSES))
@@ -128,9 +146,11 @@ def _missing_for(item) -> list[str]:
 def _uses_cython(item) -> bool:
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "cython" in (callspec.params.get("twin"), callspec.params.get("bins_twin"),
-                                             callspec.params.get("exchange_twin")):
+                                             callspec.params.get("exchange_twin"),
+                                             callspec.params.get("codec_twin")):
         return True
-    return bool({"both_twins", "compiled_bins", "compiled_exchange"} & set(getattr(item, "fixturenames", ())))
+    return bool({"both_twins", "compiled_bins", "compiled_exchange", "compiled_codec"}
+                & set(getattr(item, "fixturenames", ())))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -138,7 +158,7 @@ def pytest_collection_modifyitems(config, items):
     if not NO_CYTHON:
         return
     missing = {**_TWINS["cython"].missing, **_BINS_TWINS["cython"].missing,
-               **_EXCHANGE_TWINS["cython"].missing}
+               **_EXCHANGE_TWINS["cython"].missing, **_CODEC_TWINS["cython"].missing}
     for item in items:
         if _uses_cython(item):
             absent = [c for c in _needs(item) if c in missing]
@@ -191,6 +211,18 @@ def exchange_twin(request) -> SimpleNamespace:
 def compiled_exchange() -> SimpleNamespace:
     """The compiled twin of ``partition``, to compare with the pure one."""
     return _EXCHANGE_TWINS["cython"]
+
+
+@pytest.fixture(scope="session", params=["python", "cython"])
+def codec_twin(request) -> SimpleNamespace:
+    """``packb`` and ``Decoder`` of one twin of the wire codec (``codec_twin.name``)."""
+    return _CODEC_TWINS[request.param]
+
+
+@pytest.fixture(scope="session")
+def compiled_codec() -> SimpleNamespace:
+    """The compiled twin of the wire codec, to compare with the pure one (the library)."""
+    return _CODEC_TWINS["cython"]
 
 
 @pytest.fixture(scope="session")

@@ -2,12 +2,25 @@
 
 Protects: a header announcing more than MAX_FRAME bytes, an empty target range, or a
 payload that is not msgpack raises FrameError (the connection is then refused or the
-peer fail-stopped with that message), never a crash or a silent misdelivery.
+peer fail-stopped with that message), never a crash or a silent misdelivery. And the
+codec's two twins are interchangeable on the wire: the compiled ``packb`` writes the
+library's bytes for every value, the compiled ``Decoder`` returns the library's values
+(its interned strings included), both refuse the same malformed payloads, and values
+outside the compiled fast path get the library's result or error.
 """
+import math
+
+import msgpack
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from twin_calls import outcome
 
 from timely.communication.codec import (HEADER, MAX_FRAME, FrameError, decode_header, decode_payload,
-                                        encode_frame)
+                                        encode_frame, new_decoder)
+
+TWIN_NEEDS = ("codec",)
 
 
 def test_frames_round_trip_tuples_and_progress_batches():
@@ -38,6 +51,105 @@ def test_garbage_payload_is_refused():
 def test_unsendable_record_names_its_type():
     with pytest.raises(TypeError, match="cannot send a object"):
         encode_frame(1, 0, 0, 0, 0, (1, [object()]))
+
+
+# ---- the codec's twins ----------------------------------------------------------------
+# Every msgpack size class: fixint/fixstr/fixarray edges, 8/16/32-bit lengths, 64-bit ints.
+_ints = st.one_of(st.integers(-40, 300), st.sampled_from([
+    -33, -32, -129, -128, -32769, -32768, -2**31 - 1, -2**31, -2**63, 127, 128, 255, 256,
+    65535, 65536, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1]), st.integers(-2**63, 2**64 - 1))
+_texts = st.one_of(st.text(max_size=40), st.sampled_from(["", "a" * 31, "a" * 32, "b" * 255, "é" * 16]),
+                   st.text(alphabet="xyz", min_size=250, max_size=300))
+_scalars = st.one_of(st.none(), st.booleans(), _ints, st.floats(allow_nan=False), _texts,
+                     st.binary(max_size=300))
+_values = st.recursive(_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=20), st.lists(inner, max_size=20).map(tuple),
+    st.dictionaries(st.one_of(_texts, _ints), inner, max_size=8)), max_leaves=60)
+
+
+@given(_values)
+def test_compiled_packb_writes_the_library_bytes(compiled_codec, value):
+    assert compiled_codec.packb(value) == msgpack.packb(value, use_bin_type=True)
+
+
+@given(_values)
+def test_compiled_decoder_returns_the_library_values(compiled_codec, value):
+    data = msgpack.packb(value, use_bin_type=True)
+    expected = msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False)
+    decoder = compiled_codec.Decoder()
+    assert decoder.decode(data) == expected
+    assert decoder.decode(memoryview(bytearray(data))) == expected     # as the receive loop passes it
+
+
+def test_long_and_non_ascii_strings_and_large_containers_round_trip(codec_twin):
+    value = ("é" * 40, "x" * 70_000, b"\x00" * 70_000, list(range(70_000)), {str(i): i for i in range(20)})
+    decoded = codec_twin.Decoder().decode(codec_twin.packb(value))
+    assert decoded == ("é" * 40, "x" * 70_000, b"\x00" * 70_000, tuple(range(70_000)), value[4])
+
+
+def test_a_repeated_short_key_decodes_to_one_string_object(compiled_codec):
+    decoder = compiled_codec.Decoder()
+    first = decoder.decode(compiled_codec.packb(["word", "other", "word"]))
+    again = decoder.decode(compiled_codec.packb(("word",)))
+    assert first == ("word", "other", "word") and first[0] is first[2] is again[0]
+    assert (decoder.hits, decoder.misses) == (2, 2)
+
+
+def test_float32_and_extension_types_decode_as_the_library_does(compiled_codec):
+    for data in (b"\xca\x3f\xc0\x00\x00", msgpack.packb(msgpack.ExtType(5, b"abc")),
+                 b"\x92\xd6\xff\x00\x00\x00\x01\xa1a"):       # a timestamp extension in an array
+        expected = msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False)
+        assert compiled_codec.Decoder().decode(data) == expected
+
+
+class _Int(int):
+    pass
+
+
+@pytest.mark.parametrize("value", [{3, 1, 2}, frozenset(["b", "a"]), [_Int(7)], (2**64,), [-2**63 - 1],
+                                   "\ud800", [object()], [[[]] * 2] * 3],
+                         ids=["set", "frozenset", "int-subclass", "2**64", "below-int64", "surrogate",
+                              "object", "shared-lists"])
+def test_values_outside_the_fast_path_get_the_library_result_or_error(compiled_codec, value):
+    from timely.communication.codec import py_packb
+    assert outcome(compiled_codec.packb, value) == outcome(py_packb, value)
+
+
+def test_nesting_deeper_than_the_fast_path_gets_the_library_result(compiled_codec):
+    from timely.communication.codec import PyDecoder, py_packb
+    deep = 0
+    for _ in range(600):
+        deep = [deep]
+    assert outcome(compiled_codec.packb, deep) == outcome(py_packb, deep)
+    data = b"\x91" * 600 + b"\x00"
+    assert outcome(compiled_codec.Decoder().decode, data) == outcome(PyDecoder().decode, data)
+
+
+@pytest.mark.parametrize("data", [b"\x93\x01\x02", b"\xa5abc", b"\xcd\x01", b"\x01\x02", b"\xc1",
+                                  b"\xa2\xff\xfe", b"\xc4\x05ab", b""],
+                         ids=["short-array", "short-str", "short-int", "extra-bytes", "reserved",
+                              "bad-utf8", "short-bin", "empty"])
+def test_both_decoders_refuse_malformed_payloads_by_name(codec_twin, data):
+    with pytest.raises(FrameError, match="payload is not valid msgpack"):
+        decode_payload(data, codec_twin.Decoder())
+
+
+@given(_values, st.data())
+def test_every_truncation_of_a_payload_is_refused(codec_twin, value, data):
+    packed = codec_twin.packb([value, 1])
+    cut = data.draw(st.integers(0, len(packed) - 1))
+    with pytest.raises(FrameError):
+        decode_payload(packed[:cut], codec_twin.Decoder())
+
+
+def test_nan_round_trips(codec_twin):
+    (x,) = codec_twin.Decoder().decode(codec_twin.packb([math.nan]))
+    assert math.isnan(x)
+
+
+def test_new_decoder_is_the_built_twin():
+    from timely.communication import codec
+    assert type(new_decoder()).__name__ == ("Decoder" if codec.IMPLEMENTATION == "cython" else "PyDecoder")
 
 
 # ---- the receive loop: frames however the bytes arrive ---------------------------------

@@ -37,7 +37,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Optional
 
-from .codec import HEADER, FrameError, decode_header, decode_payload, encode_frame
+from .codec import HEADER, FrameError, decode_header, decode_payload, encode_frame, new_decoder
 from .thread import LocalPusher, ProcessHub, QueuePuller, ThreadAllocator, ThreadPusher
 
 log = logging.getLogger("timely.cluster")
@@ -212,6 +212,7 @@ class Connection:
         # (up to _RECV_CHUNK bytes, often dozens of frames), not two per frame.
         buf = bytearray(_RECV_CHUNK)
         view = memoryview(buf)
+        decoder = new_decoder()
         start = end = 0         # unparsed bytes are buf[start:end]
         need = size             # bytes the next frame needs from start (header first)
         try:
@@ -241,7 +242,7 @@ class Connection:
                     need = size + length
                     if end - start < need:
                         break
-                    payload = decode_payload(view[start + size:start + need]) if length else None
+                    payload = decode_payload(view[start + size:start + need], decoder) if length else None
                     start += need
                     need = size
                     if channel == CONTROL:

@@ -8,6 +8,14 @@ per-tuple extension type was 25x slower). So records crossing a process boundary
 should be msgpack types, and a list inside a record arrives as a tuple. Frames longer
 than ``MAX_FRAME`` are refused. Encoding and decoding cost O(payload).
 
+Two twins do the msgpack work. The pure one, ``py_packb`` and ``PyDecoder``, calls the
+msgpack library. The compiled one, ``timely.communication._ccodec``, produces the same
+bytes and the same values for the types records are made of, and hands anything else
+to the library. Its ``Decoder`` interns short ASCII strings, so a key that crosses
+again and again is one string object on the receiving side. Each receiving thread
+keeps its own decoder (``new_decoder()``); ``decode_payload`` without one uses a
+shared pure decoder.
+
 >>> frame = encode_frame(3, 0, 1, 1, 7, (4, ["a", (1, 2)]))
 >>> header = decode_header(frame[:HEADER.size])
 >>> header, decode_payload(frame[HEADER.size:])
@@ -16,9 +24,11 @@ than ``MAX_FRAME`` are refused. Encoding and decoding cost O(payload).
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Callable
 
 import msgpack
+
+from .._twin import compiled
 
 HEADER = struct.Struct("!IiIIQI")
 MAX_FRAME = 256 * 1024 * 1024
@@ -34,27 +44,45 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"cannot send a {type(obj).__name__} between processes: {obj!r:.80}")
 
 
-def _packb(obj: Any) -> bytes:
+def py_packb(obj: Any) -> bytes:
+    """``obj`` as msgpack, by the library (the pure twin of ``_ccodec.packb``)."""
     return msgpack.packb(obj, default=_default, use_bin_type=True)
 
 
-def _unpackb(data: bytes) -> Any:
-    return msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False)
+class PyDecoder:
+    """msgpack payloads to values, by the library (the pure twin of ``_ccodec.Decoder``)."""
+
+    __slots__ = ()
+
+    def decode(self, data: Any) -> Any:
+        return msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False)
+
+
+_compiled = compiled("timely.communication._ccodec")
+IMPLEMENTATION = "python" if _compiled is None else "cython"
+packb: Callable[[Any], bytes] = py_packb if _compiled is None else _compiled.packb
+_Decoder = PyDecoder if _compiled is None else _compiled.Decoder
+_SHARED = PyDecoder()
+
+
+def new_decoder() -> Any:
+    """A decoder for one receiving thread (the compiled twin's keeps per-thread state)."""
+    return _Decoder()
 
 
 def encode_payload(obj: Any) -> bytes:
-    return _packb(obj)
+    return packb(obj)
 
 
-def decode_payload(data: bytes) -> Any:
+def decode_payload(data: Any, decoder: Any = None) -> Any:
     try:
-        return _unpackb(data)
+        return (decoder or _SHARED).decode(data)
     except Exception as e:  # msgpack raises several types for garbage
         raise FrameError(f"payload is not valid msgpack: {e}") from None
 
 
 def encode_frame(channel: int, source: int, first: int, last: int, seq: int, obj: Any) -> bytes:
-    payload = _packb(obj)
+    payload = packb(obj)
     if len(payload) > MAX_FRAME:
         raise FrameError(f"frame of {len(payload)} bytes exceeds the {MAX_FRAME}-byte limit")
     return HEADER.pack(channel, source, first, last, seq, len(payload)) + payload
