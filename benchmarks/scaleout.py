@@ -17,6 +17,14 @@ records as msgpack arrays of 1024 over a loopback TCP socket and decodes them.
 
 Each figure is the best of ``--repeat`` runs (3; ``--quick``: 1): the machine is
 shared, and the best run is the one least disturbed.
+
+(c) Where 2 processes lose: every process reports its CPU time over its dataflow span,
+so ``summary.exchange_cpu_ns_per_word`` is what the exchange adds per word (CPU of all
+processes / words, 2 processes minus 1). Against it, the floor of crossing, measured in
+this process on WordCount's words with hot caches: the partition (every word) plus half
+a pack and a decode (half the words cross), per codec twin. ``speedup_bound_from_floor``
+is the speedup 2 processes would reach if crossing cost only that floor and nobody
+ever waited: 2 x (1-process ns per word) / (1-process ns per word + floor).
 """
 from __future__ import annotations
 
@@ -25,7 +33,8 @@ import re
 import subprocess
 import sys
 
-from _common import ROOT, parse_args, table, write_report
+from _common import ROOT, best_of, parse_args, table, write_report
+from tqdm import tqdm
 
 from timely.launch import LocalCluster
 
@@ -36,8 +45,9 @@ def _number(pattern: str, lines: list[str]) -> list[float]:
     return [float(m.group(1)) for line in lines for m in [re.search(pattern, line)] if m]
 
 
-def wordcount_once(processes: int, lines: int) -> float:
-    """Dataflow seconds of the slowest process; checks every word was counted once."""
+def wordcount_once(processes: int, lines: int) -> tuple[float, float]:
+    """Dataflow seconds of the slowest process and the CPU seconds of all processes
+    over their dataflow spans; checks every word was counted once."""
     if processes == 1:
         out = subprocess.run([sys.executable, JOB, "wordcount", "--lines", str(lines)],
                              capture_output=True, text=True, cwd=ROOT, timeout=600)
@@ -54,7 +64,7 @@ def wordcount_once(processes: int, lines: int) -> float:
     counted = sum(int(x) for x in _number(r"s, (\d+) words", printed))
     if counted != lines * 10:
         raise SystemExit(f"wordcount on {processes} processes counted {counted} words, not {lines * 10}")
-    return max(_number(r"^dataflow ([\d.]+) s", printed))
+    return max(_number(r"^dataflow ([\d.]+) s", printed)), sum(_number(r"cpu ([\d.]+) s", printed))
 
 
 def transfer_once(records: int) -> float:
@@ -87,6 +97,30 @@ def bare_once(records: int) -> float:
     return _number(r"^bare ([\d.]+) s", out.stdout.splitlines())[0]
 
 
+def crossing_costs(words: int = 200_000) -> dict[str, float]:
+    """Nanoseconds per word of what crossing adds, measured here on WordCount's words in
+    batches of 1024 (hot caches: a floor, not the cost inside a run): the partition into
+    2 buckets (every word), and packing and decoding with each codec twin (crossing
+    words only)."""
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    from wordcount import synthetic_lines
+    from timely.communication import codec
+    from timely.dataflow.exchange import partition
+    batches = [[w for line in synthetic_lines(103, 10, 10_000, seed=s) for w in line.split()][:1024]
+               for s in range(words // 1024)]
+    costs = {}
+    twins = {"python": (codec.py_packb, codec.PyDecoder())}
+    if codec.IMPLEMENTATION == "cython":
+        from timely.communication import _ccodec
+        twins["cython"] = (_ccodec.packb, _ccodec.Decoder())
+    costs["partition_ns"] = best_of(lambda: [partition(b, None, 2) for b in batches], 5) / words * 1e9
+    for name, (pack, decoder) in twins.items():
+        packed = [pack((1, b)) for b in batches]
+        costs[f"pack_{name}_ns"] = best_of(lambda: [pack((1, b)) for b in batches], 5) / words * 1e9
+        costs[f"decode_{name}_ns"] = best_of(lambda: [decoder.decode(p) for p in packed], 5) / words * 1e9
+    return costs
+
+
 def main() -> None:
     args = parse_args("scaleout", __doc__.splitlines()[0],
                       lambda p: p.add_argument("--repeat", type=int, default=None,
@@ -96,11 +130,13 @@ def main() -> None:
     repeat = args.repeat or (1 if args.quick else 3)
     results = []
     wc = {}
+    cpu = {}
     for processes in (1, 2):
-        runs = [wordcount_once(processes, lines) for _ in range(repeat)]
-        wc[processes] = min(runs)
+        runs = [wordcount_once(processes, lines) for _ in tqdm(range(repeat), desc=f"wordcount x{processes}")]
+        wc[processes], cpu[processes] = min(runs)
         results.append({"experiment": "wordcount", "processes": processes, "workers_per_process": 1,
-                        "lines": lines, "words": lines * 10, "seconds": wc[processes], "runs": runs,
+                        "lines": lines, "words": lines * 10, "seconds": wc[processes],
+                        "cpu_seconds_all_processes": cpu[processes], "runs": [r[0] for r in runs],
                         "words_per_s": lines * 10 / wc[processes]})
     moved = {}
     for name, once in (("dataflow", transfer_once), ("bare", bare_once)):
@@ -113,14 +149,29 @@ def main() -> None:
     rows += [[f"transfer {r['system']}", f"{r['seconds']:.3f}", f"{r['records_per_s']:,.0f} records/s"]
              for r in results if r["experiment"] == "transfer"]
     print(table(rows, ["run", "seconds", "rate"]))
+    costs = crossing_costs()
+    words = lines * 10
+    cpu_ns = {p: cpu[p] / words * 1e9 for p in (1, 2)}
+    # Half the words cross: each pays the partition, and a crossing one a pack and a decode.
+    twin = "cython" if "pack_cython_ns" in costs else "python"
+    floor = costs["partition_ns"] + (costs[f"pack_{twin}_ns"] + costs[f"decode_{twin}_ns"]) / 2
     summary = {
         "wordcount_1_process_s": wc[1],
         "wordcount_2_processes_s": wc[2],
         "wordcount_speedup_2_over_1": wc[1] / wc[2],
+        "cpu_ns_per_word_1_process": cpu_ns[1],
+        "cpu_ns_per_word_2_processes": cpu_ns[2],
+        "exchange_cpu_ns_per_word": cpu_ns[2] - cpu_ns[1],
+        "crossing_floor_ns_per_word": floor,
+        "speedup_bound_from_floor": 2 * cpu_ns[1] / (cpu_ns[1] + floor),
+        **{f"crossing_{k}": v for k, v in costs.items()},
         "transfer_records_per_s": records / moved["dataflow"],
         "bare_records_per_s": records / moved["bare"],
         "transfer_over_bare": moved["bare"] / moved["dataflow"],
     }
+    print(f"CPU per word: {cpu_ns[1]:.0f} ns on 1 process, {cpu_ns[2]:.0f} ns on 2; crossing floor "
+          f"{floor:.0f} ns per word (bound {summary['speedup_bound_from_floor']:.2f}x); costs "
+          + ", ".join(f"{k} {v:.1f}" for k, v in costs.items()))
     print(f"speedup 2 over 1: {summary['wordcount_speedup_2_over_1']:.2f}x; "
           f"cross-process records/s: {summary['transfer_over_bare']:.2f}x the bare socket loop")
     write_report(args.json, "scaleout", summary, results, lines=lines, records=records, repeat=repeat)
