@@ -54,16 +54,19 @@ import msgpack
 
 from _stable_hash cimport _sh_fnv1a64
 
+
 cdef extern from "Python.h":
     unsigned long long _as_u64 "PyLong_AsUnsignedLongLong"(object pylong) noexcept
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void *PyUnicode_DATA(object o)
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     void PyErr_Clear()
     PyObject *PyErr_Occurred()
 
 DEF MAX_DEPTH = 500
-DEF INTERN_SLOTS = 32768
+DEF INTERN_BITS = 15
+DEF INTERN_SLOTS = 1 << INTERN_BITS
 DEF INTERN_MAX = 32
 
 
@@ -183,7 +186,11 @@ cdef int _pack(Buffer *b, object o, int depth) except -1:
     if depth > MAX_DEPTH:
         raise _Fallback()
     if t is str:
-        p = PyUnicode_AsUTF8AndSize(o, &n)     # surrogates raise: the library's error
+        if PyUnicode_IS_COMPACT_ASCII(o):      # ASCII: the characters are the UTF-8 bytes
+            p = <const char *>PyUnicode_DATA(o)
+            n = PyUnicode_GET_LENGTH(o)
+        else:
+            p = PyUnicode_AsUTF8AndSize(o, &n)     # surrogates raise: the library's error
         _pack_len(b, n, 0xa0, 32, 1, 0xd9)
         return _put_bytes(b, p, n)
     if t is int:
@@ -338,8 +345,14 @@ cdef class Decoder:
         cdef tuple t = PyTuple_New(n)
         cdef Py_ssize_t i
         cdef object item
+        cdef uint8_t c
         for i in range(n):
-            item = self._value(depth + 1)
+            c = self._p[self._at] if self._at < self._n else 0
+            if 0xa0 <= c <= 0xbf:       # a short str, the common record: no dispatch
+                self._at += 1
+                item = self._str(c & 0x1f)
+            else:
+                item = self._value(depth + 1)
             Py_INCREF(item)
             PyTuple_SET_ITEM(t, i, item)
         return t
