@@ -224,6 +224,8 @@ class Subscriber:
                 self._ahead[topic] = []
                 fresh.append(TopicPartition(topic, 0, 0))
         if fresh:
+            for tp in fresh:                # as in _assign_pending: fetch from the start
+                self.consumer.list_topics(tp.topic, timeout=5)
             self.consumer.incremental_assign(fresh)
 
     def _next_segment(self, topic: str) -> list:

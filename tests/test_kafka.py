@@ -210,7 +210,9 @@ def test_the_runtime_deletes_log_segments_as_it_goes(tansu, prefix, caplog):
     config = kafka_config(tansu, prefix, workers=2, kafka_snapshot_interval=10, kafka_segment_records=10,
                           kafka_trim_interval=0.2)
     with caplog.at_level("INFO", logger="broker"):
-        totals = wordcount.merge(timely.execute(config, lambda w: wordcount.run(w, lines, 100, exchange=True)))
+        # 100 epochs over 2 s or more: long enough for trims every 0.2 s to find segments
+        totals = wordcount.merge(timely.execute(config, lambda w: wordcount.run(w, lines, 100, exchange=True,
+                                                                                 epoch_delay=0.02)))
     assert sum(totals.values(), Counter()) == Counter(w for line in lines for w in line.split())
     assert any("deleted" in r.getMessage() and "segments" in r.getMessage() for r in caplog.records), caplog.text
 
