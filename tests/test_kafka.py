@@ -138,6 +138,13 @@ def test_bad_kafka_settings_are_refused():
         timely.Config(progress_mode="kafka", kafka_bootstrap="nohost").validate()
     with pytest.raises(BrokerError, match="prefix"):
         Topics("bad prefix!")
+    for setting, value in (("kafka_segment_records", 0), ("kafka_snapshot_interval", 0),
+                           ("kafka_trim_interval", 0.0)):
+        with pytest.raises(timely.ConfigError, match=f"^{setting} must be"):
+            timely.Config(progress_mode="kafka", kafka_bootstrap="127.0.0.1:9092", **{setting: value}).validate()
+    config = timely.Config.from_args(["--progress-mode", "kafka", "--kafka-bootstrap", "127.0.0.1:9092",
+                                      "--kafka-trim-interval", "2.5"])
+    assert config.kafka_trim_interval == 2.5
 
 
 def test_segments_are_read_in_order_and_deleted_once_nobody_needs_them(tansu, prefix):
