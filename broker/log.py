@@ -162,6 +162,10 @@ class ProgressLog:
         self._lock = threading.Lock()
         self.producer = Producer({**producer_config(bootstrap, self.options),
                                   "on_delivery": self._delivered_cb, "error_cb": self._client_error})
+        # The metadata of the topics we write first, now: librdkafka holds a record for a
+        # topic it knows nothing about until its next metadata refresh (see _create_next).
+        for topic in [*self._topic.values(), self.topics.snapshots]:
+            self._learn(topic)
         self._closing = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, daemon=True, name="broker-log-delivery")
         self._poller.start()
@@ -204,12 +208,16 @@ class ProgressLog:
             try:
                 future.result(10)
             except Exception:  # noqa: BLE001 - _roll reports a creation that failed
-                pass
-            try:
-                self.producer.list_topics(topic, timeout=5)
-            except Exception as e:  # noqa: BLE001 - only a stall: the first produce asks itself
-                log.debug("no metadata ahead for %s: %s", topic, describe(e))
+                return
+            self._learn(topic)
         threading.Thread(target=learn, daemon=True, name="broker-log-ahead").start()
+
+    def _learn(self, topic: str) -> None:
+        """Have the producer fetch ``topic``'s metadata (one round trip)."""
+        try:
+            self.producer.list_topics(topic, timeout=5)
+        except Exception as e:  # noqa: BLE001 - only a stall: the first produce asks itself
+            log.debug("no metadata ahead for %s: %s", topic, describe(e))
 
     def _roll(self, worker: int, segment: int) -> None:
         """Move ``worker``'s appends to ``segment``, once its topic exists."""
