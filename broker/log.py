@@ -207,8 +207,8 @@ class ProgressLog:
         def learn() -> None:
             try:
                 future.result(10)
-            except Exception:  # noqa: BLE001 - _roll reports a creation that failed
-                return
+            except Exception:  # noqa: BLE001 - it may exist (a reader made it first); _roll checks
+                pass
             self._learn(topic)
         threading.Thread(target=learn, daemon=True, name="broker-log-ahead").start()
 
