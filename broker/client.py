@@ -12,10 +12,10 @@ deliver. The settings suit a progress log:
   for its producer id before it sends anything (measured against Tansu), and a
   duplicate from a retry is harmless: every record carries its log sequence number and
   readers skip what they have applied;
-- consumer: a short fetch wait (``fetch.wait.max.ms``, default ``FETCH_WAIT_MS``):
-  Tansu holds a waiting fetch for the whole wait even when data arrives, so the wait
-  bounds the latency of each hop, but each fetch costs the broker CPU that, on a small
-  machine, the workers need too: 5 ms gave lower epoch latency than 2 ms (p50 12 vs
+- consumer: a short fetch wait (``fetch.wait.max.ms``, default ``FETCH_WAIT_MS``). A
+  hop through Tansu took 1.9-2.7 ms p50 at waits of 1 to 10 ms (benchmarks/kafka_hop.py,
+  50 records/s), but each fetch costs the broker CPU that, on a small machine, the
+  workers need too: 5 ms gave lower epoch latency than 2 ms (p50 12 vs
   17 ms at 50 epochs/s, 25 vs 33 ms at 200/s, 2+1 processes x 2 workers) and 1 ms
   saturated the broker; no auto-commit; ``auto.offset.reset=error``: a position
   past a log's end means the broker lost records, which must stop the computation.
