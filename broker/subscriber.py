@@ -186,15 +186,19 @@ class Subscriber:
             self.positions[worker] = lseq
             fresh.append(TopicPartition(topic, 0, offset))
         if fresh:
-            # Without the new topics' metadata in hand, librdkafka starts fetching a new
-            # partition only after its next metadata refresh: ~450 ms measured, a stall
-            # of every epoch when a process joins.
-            for tp in fresh:
-                self.consumer.list_topics(tp.topic, timeout=5)
-            self.consumer.incremental_assign(fresh)     # the others keep their positions
+            self._assign(fresh)
             for tp in fresh:
                 worker, _, segment = self._expected[tp.topic]
                 self._prepare(worker, segment + 1)
+
+    def _assign(self, partitions: list) -> None:
+        """Start fetching ``partitions`` (the others keep their positions). Their topics'
+        metadata first: without it in hand, librdkafka starts fetching a new partition
+        only after its next metadata refresh (~450 ms measured: a stall of every epoch
+        when a process joins, and of every segment switch)."""
+        for tp in partitions:
+            self.consumer.list_topics(tp.topic, timeout=5)
+        self.consumer.incremental_assign(partitions)
 
     def _prepare(self, worker: int, segment: int) -> None:
         """On a helper thread, make sure segment ``segment`` of ``worker``'s log exists
@@ -224,9 +228,7 @@ class Subscriber:
                 self._ahead[topic] = []
                 fresh.append(TopicPartition(topic, 0, 0))
         if fresh:
-            for tp in fresh:                # as in _assign_pending: fetch from the start
-                self.consumer.list_topics(tp.topic, timeout=5)
-            self.consumer.incremental_assign(fresh)
+            self._assign(fresh)
 
     def _next_segment(self, topic: str) -> list:
         """The record just delivered ended ``topic``'s segment: read the next one.
@@ -242,7 +244,7 @@ class Subscriber:
         early = self._ahead.pop(following, None)
         if early is None:                   # not assigned ahead yet: do it now
             ensure_topics(self._admin_client, [following])
-            self.consumer.incremental_assign([TopicPartition(following, 0, 0)])
+            self._assign([TopicPartition(following, 0, 0)])
             early = []
         self._prepare(worker, segment + 2)
         return early

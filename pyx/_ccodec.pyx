@@ -37,7 +37,7 @@ True
 (3, ('a', 'b', 'a'))
 """
 
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 from libc.string cimport memcpy, memcmp
 from libc.stdlib cimport malloc, realloc, free
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -47,10 +47,8 @@ from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.list cimport PyList_GET_ITEM
 from cpython.sequence cimport PySequence_Fast_GET_SIZE, PySequence_Fast_GET_ITEM
-from cpython.dict cimport PyDict_Next, PyDict_Size, PyDict_SetItem
+from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.ref cimport PyObject, Py_INCREF
-
-import msgpack
 
 from _stable_hash cimport _sh_fnv1a64
 
@@ -223,17 +221,18 @@ cdef int _pack(Buffer *b, object o, int depth) except -1:
     raise _Fallback()
 
 
-cdef object _library_pack = None
 cdef object _FALLBACK = object()
+cdef object _pure = None
 
 
-def _library(obj):
-    """The msgpack library's packing, with the codec's ``default`` (sets as sorted lists)."""
-    global _library_pack
-    if _library_pack is None:
-        from timely.communication.codec import py_packb
-        _library_pack = py_packb
-    return _library_pack(obj)
+cdef object _pure_codec():
+    """``timely.communication.codec``, the pure twin, for what the fast path hands on
+    (imported on first use: that module imports this one)."""
+    global _pure
+    if _pure is None:
+        from timely.communication import codec
+        _pure = codec
+    return _pure
 
 
 def packb(obj: object) -> bytes:
@@ -257,7 +256,7 @@ def packb(obj: object) -> bytes:
         pass
     finally:
         free(b.data)
-    return _library(obj)      # outside the handler: its errors are not chained to ours
+    return _pure_codec().py_packb(obj)    # outside the handler: its errors are not chained to ours
 
 
 # ---- unpacking -------------------------------------------------------------------------
@@ -298,7 +297,7 @@ cdef class Decoder:
         finally:
             self._p = NULL
         if value is _FALLBACK:
-            return msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=False)
+            return _pure_codec().PyDecoder().decode(data)
         if self._at != self._n:
             raise ValueError(f"{self._n - self._at} bytes of extra data after the value")
         return value

@@ -72,56 +72,43 @@ def _load_twin(name: str) -> SimpleNamespace:
 _TWINS = {name: _load_twin(name) for name in ("python", "cython")}
 
 
-def _load_bins_twin(name: str) -> SimpleNamespace:
-    """Megaphone's hot path: ``stable_hash64`` and ``group_by_bin`` of twin ``name``;
-    ``missing`` is keyed ``"bins"`` (list it in a module's ``TWIN_NEEDS``)."""
-    from timely.megaphone import bins
+def _load_module_twin(name: str, key: str, module: str, pure: dict) -> SimpleNamespace:
+    """The functions of a compiled hot-path module, or their pure twins: ``pure`` maps
+    each name to its pure twin, and the compiled ``module`` has the same names. If the
+    module cannot be imported, ``missing`` says why under ``key`` (list it in a test
+    module's ``TWIN_NEEDS``)."""
     if name == "python":
-        return SimpleNamespace(name=name, missing={}, stable_hash64=bins.py_stable_hash64,
-                               group_by_bin=bins.py_group_by_bin)
+        return SimpleNamespace(name=name, missing={}, **pure)
     try:
-        compiled = importlib.import_module("timely.megaphone._cbins")
+        found = importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - the reason is what we report
-        return SimpleNamespace(name=name, stable_hash64=None, group_by_bin=None,
-                               missing={"bins": f"import timely.megaphone._cbins: {type(exc).__name__}: {exc}"})
-    return SimpleNamespace(name=name, missing={}, stable_hash64=compiled.stable_hash64,
-                           group_by_bin=compiled.group_by_bin)
+        return SimpleNamespace(name=name, missing={key: f"import {module}: {type(exc).__name__}: {exc}"},
+                               **{attr: None for attr in pure})
+    return SimpleNamespace(name=name, missing={}, **{attr: getattr(found, attr) for attr in pure})
 
 
-_BINS_TWINS = {name: _load_bins_twin(name) for name in ("python", "cython")}
+def _load_bins_twin(name: str) -> SimpleNamespace:
+    """Megaphone's hot path: ``stable_hash64`` and ``group_by_bin`` of twin ``name``."""
+    from timely.megaphone import bins
+    return _load_module_twin(name, "bins", "timely.megaphone._cbins",
+                             {"stable_hash64": bins.py_stable_hash64, "group_by_bin": bins.py_group_by_bin})
 
 
 def _load_exchange_twin(name: str) -> SimpleNamespace:
-    """The ``Exchange`` partition (``timely.dataflow.exchange.partition``) of twin
-    ``name``; ``missing`` is keyed ``"exchange"`` (list it in a module's ``TWIN_NEEDS``)."""
+    """The ``Exchange`` partition (``timely.dataflow.exchange.partition``) of twin ``name``."""
     from timely.dataflow import exchange
-    if name == "python":
-        return SimpleNamespace(name=name, missing={}, partition=exchange.py_partition)
-    try:
-        compiled = importlib.import_module("timely.dataflow._cexchange")
-    except Exception as exc:  # noqa: BLE001 - the reason is what we report
-        return SimpleNamespace(name=name, partition=None, missing={
-            "exchange": f"import timely.dataflow._cexchange: {type(exc).__name__}: {exc}"})
-    return SimpleNamespace(name=name, missing={}, partition=compiled.partition)
-
-
-_EXCHANGE_TWINS = {name: _load_exchange_twin(name) for name in ("python", "cython")}
+    return _load_module_twin(name, "exchange", "timely.dataflow._cexchange", {"partition": exchange.py_partition})
 
 
 def _load_codec_twin(name: str) -> SimpleNamespace:
-    """The wire codec (``packb`` and a ``Decoder`` class) of twin ``name``; ``missing``
-    is keyed ``"codec"`` (list it in a module's ``TWIN_NEEDS``)."""
+    """The wire codec (``packb`` and a ``Decoder`` class) of twin ``name``."""
     from timely.communication import codec
-    if name == "python":
-        return SimpleNamespace(name=name, missing={}, packb=codec.py_packb, Decoder=codec.PyDecoder)
-    try:
-        compiled = importlib.import_module("timely.communication._ccodec")
-    except Exception as exc:  # noqa: BLE001 - the reason is what we report
-        return SimpleNamespace(name=name, packb=None, Decoder=None, missing={
-            "codec": f"import timely.communication._ccodec: {type(exc).__name__}: {exc}"})
-    return SimpleNamespace(name=name, missing={}, packb=compiled.packb, Decoder=compiled.Decoder)
+    return _load_module_twin(name, "codec", "timely.communication._ccodec",
+                             {"packb": codec.py_packb, "Decoder": codec.PyDecoder})
 
 
+_BINS_TWINS = {name: _load_bins_twin(name) for name in ("python", "cython")}
+_EXCHANGE_TWINS = {name: _load_exchange_twin(name) for name in ("python", "cython")}
 _CODEC_TWINS = {name: _load_codec_twin(name) for name in ("python", "cython")}
 
 

@@ -2,11 +2,10 @@
 ``--doctest-modules`` only collects ``.py`` files, so it never sees an extension module).
 
 Protects: the examples in ``pyx/*.pyx`` are what a reader copies; a compiled twin whose
-examples fail, or that is not built (unless ``TIMELY_NO_CYTHON=1`` says so), fails here.
+examples fail, or that is not built, fails here (``make test`` always builds them).
 """
 import doctest
 import importlib
-import os
 
 import pytest
 
@@ -16,7 +15,5 @@ MODULES = ["timely.progress._cchange_batch", "timely.progress._cantichain", "tim
 
 @pytest.mark.parametrize("name", MODULES)
 def test_compiled_module_examples_pass(name):
-    if os.environ.get("TIMELY_NO_CYTHON") == "1":
-        pytest.skip("TIMELY_NO_CYTHON=1: the compiled twins were not built on purpose")
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0, result

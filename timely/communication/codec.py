@@ -70,10 +70,6 @@ def new_decoder() -> Any:
     return _Decoder()
 
 
-def encode_payload(obj: Any) -> bytes:
-    return packb(obj)
-
-
 def decode_payload(data: Any, decoder: Any = None) -> Any:
     try:
         return (decoder or _SHARED).decode(data)
