@@ -1,13 +1,15 @@
 """Build the Cython hot paths in pyx/ as extension modules inside the timely package.
 
 ``EXTENSIONS`` lists them as (module name, .pyx path) pairs: the progress core's
-``timely.progress._c*``, Megaphone's ``timely.megaphone._cbins`` and the ``Exchange``
-partition ``timely.dataflow._cexchange`` (the last two share the stable hash of
-``pyx/_stable_hash.pxd``), and the cluster's wire codec ``timely.communication._ccodec``.
+``timely.progress._c*``, the key hash ``timely._chash``, Megaphone's
+``timely.megaphone._cbins`` and the ``Exchange`` partition ``timely.dataflow._cexchange``
+(the last three share the stable hash of ``pyx/_stable_hash.pxd``), and the cluster's
+wire codec ``timely.communication._ccodec``.
 
 When Cython or a C compiler is missing the package still installs (or set
 ``TIMELY_NO_CYTHON=1`` to skip the build): each module then uses its pure-Python twin
-(see timely.progress.implementation(), timely.megaphone.bins.IMPLEMENTATION,
+(see timely.progress.implementation(), timely.hashing.IMPLEMENTATION,
+timely.megaphone.bins.IMPLEMENTATION,
 timely.dataflow.exchange.IMPLEMENTATION and timely.communication.codec.IMPLEMENTATION).
 """
 import os
@@ -15,7 +17,8 @@ from setuptools import setup
 
 EXTENSIONS = [(f"timely.progress._c{name}", f"pyx/_c{name}.pyx")
               for name in ["change_batch", "antichain", "reachability"]]
-EXTENSIONS += [("timely.megaphone._cbins", "pyx/_cbins.pyx"),
+EXTENSIONS += [("timely._chash", "pyx/_chash.pyx"),
+               ("timely.megaphone._cbins", "pyx/_cbins.pyx"),
                ("timely.dataflow._cexchange", "pyx/_cexchange.pyx"),
                ("timely.communication._ccodec", "pyx/_ccodec.pyx")]
 

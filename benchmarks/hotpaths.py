@@ -124,12 +124,16 @@ def tracker_workload(cls, graph, rounds, pair):
 
 
 def bins_twins(name):
-    """Both twins of ``timely.megaphone.bins.<name>`` (``"stable_hash64"`` or
-    ``"group_by_bin"``); the ``"cython"`` entry is missing when it is not built."""
+    """Both twins of ``timely.megaphone.bins.<name>`` (``"stable_hash64"``, from
+    ``timely.hashing``, or ``"group_by_bin"``); the ``"cython"`` entry is missing when
+    it is not built."""
     found = {"python": getattr(bins, f"py_{name}")}
     try:
-        from timely.megaphone import _cbins
-        found["cython"] = getattr(_cbins, name)
+        if name == "stable_hash64":
+            from timely import _chash as compiled
+        else:
+            from timely.megaphone import _cbins as compiled
+        found["cython"] = getattr(compiled, name)
     except ImportError:
         pass
     return found

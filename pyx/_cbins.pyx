@@ -1,25 +1,19 @@
 # cython: language_level=3
-"""Megaphone bins, compiled: ``stable_hash64`` and ``group_by_bin`` in C.
+"""Megaphone bins, compiled: ``group_by_bin`` in C.
 
-This is the Cython twin of the two hot functions of ``timely.megaphone.bins``. It
-computes exactly the same values as the pure-Python twin for every key (the hash is a
-cross-process contract, defined in that module's docstring), raises the same
-``TypeError`` for keys of other types, and ``group_by_bin`` returns the same dict, with
-the same bins, the records in the same order, and the same exceptions from the key
-function or from ``record[0]``.
+This is the Cython twin of the hot function of ``timely.megaphone.bins``. It returns
+the same dict as the pure-Python twin, with the same bins (by the cross-process hash
+defined in ``timely.hashing``), the records in the same order, and the same exceptions
+from the key function, from ``record[0]`` or from a key the hash refuses.
 
 How: the hash is ``hash64`` of ``pyx/_stable_hash.pxd`` (C ``uint64_t`` arithmetic on
 the key's own buffers, shared with the compiled ``Exchange`` partition,
 ``timely.dataflow._cexchange``).
 
-Costs: ``stable_hash64`` O(size of the key), no allocation but the returned int (and
-the decimal string of an int beyond 64 bits). ``group_by_bin`` O(records): per record
-one hash in C, one dict lookup and one list append; the key function, when given, is
-called once per record. With ``k == 0`` every record goes to bin 0 and no key is
+Costs: O(records): per record one hash in C, one dict lookup and one list append; the
+key function, when given, is called once per record. With ``k == 0`` every record goes to bin 0 and no key is
 computed (as in the pure twin).
 
->>> stable_hash64(0), stable_hash64(True) == stable_hash64(1) == stable_hash64(1.0)
-(0, True)
 >>> group_by_bin([("a", 1), ("a", 2)], None, 0)
 {0: [('a', 1), ('a', 2)]}
 """
@@ -33,20 +27,6 @@ from cpython.ref cimport PyObject
 
 # The hash itself is shared with timely.dataflow's compiled exchange (pyx/_stable_hash.pxd).
 from _stable_hash cimport hash64 as _hash
-
-
-def stable_hash64(key: object) -> int:
-    """The key's 64-bit hash, the same in every process (compiled twin of
-    ``timely.megaphone.bins.stable_hash64``).
-
-    >>> hex(stable_hash64(0)), stable_hash64(3) == stable_hash64(3.0)
-    ('0x0', True)
-    >>> stable_hash64([1])
-    Traceback (most recent call last):
-    ...
-    TypeError: cannot hash a list as a key: keys must be int, float, str, bytes, None or tuples of them
-    """
-    return _hash(key)
 
 
 cdef inline int _append(dict out, uint64_t b, object record) except -1:

@@ -6,7 +6,7 @@ returns exactly what the pure-Python twin returns (the same buckets, the records
 input order), and raises the same exceptions (a bad ``peers``, a key function that
 raises, a key ``stable_hash64`` refuses).
 
-How: the key hash is Megaphone's ``stable_hash64`` in C (``hash64`` of
+How: the key hash is ``timely.hashing.stable_hash64`` in C (``hash64`` of
 ``pyx/_stable_hash.pxd``), reduced ``% peers`` on a C ``uint64_t``; each record is
 appended to its bucket with ``PyList_Append``. No Python call per record but the key
 function, when one is given.

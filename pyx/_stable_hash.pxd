@@ -1,10 +1,11 @@
 # cython: language_level=3
 """Megaphone's stable 64-bit key hash in C, for every compiled module that routes keys.
 
-``hash64(key)`` computes exactly ``timely.megaphone.bins.stable_hash64(key)`` (the rules
-are in that module's docstring): the cross-process contract by which every worker sends
+``hash64(key)`` computes exactly ``timely.hashing.stable_hash64(key)`` (the rules are
+in that module's docstring): the cross-process contract by which every worker sends
 a key to the same bin or worker. The functions are ``cdef inline``, compiled into each
-module that cimports them (``_cbins`` for bins, ``_cexchange`` for ``Exchange``), so
+module that cimports them (``_chash`` for the hash itself, ``_cbins`` for bins,
+``_cexchange`` for ``Exchange``), so
 there is no runtime import and no Python call per key.
 
 How: the splitmix64 finalizer and FNV-1a run on C ``uint64_t`` (wrap-around

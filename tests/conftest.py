@@ -88,10 +88,14 @@ def _load_module_twin(name: str, key: str, module: str, pure: dict) -> SimpleNam
 
 
 def _load_bins_twin(name: str) -> SimpleNamespace:
-    """Megaphone's hot path: ``stable_hash64`` and ``group_by_bin`` of twin ``name``."""
+    """Megaphone's hot path of twin ``name``: ``stable_hash64`` (``timely.hashing``) and
+    ``group_by_bin`` (``timely.megaphone.bins``)."""
+    from timely import hashing
     from timely.megaphone import bins
-    return _load_module_twin(name, "bins", "timely.megaphone._cbins",
-                             {"stable_hash64": bins.py_stable_hash64, "group_by_bin": bins.py_group_by_bin})
+    hash_twin = _load_module_twin(name, "bins", "timely._chash", {"stable_hash64": hashing.py_stable_hash64})
+    bins_twin = _load_module_twin(name, "bins", "timely.megaphone._cbins", {"group_by_bin": bins.py_group_by_bin})
+    return SimpleNamespace(name=name, missing={**hash_twin.missing, **bins_twin.missing},
+                           stable_hash64=hash_twin.stable_hash64, group_by_bin=bins_twin.group_by_bin)
 
 
 def _load_exchange_twin(name: str) -> SimpleNamespace:

@@ -10,7 +10,7 @@ import importlib
 import pytest
 
 MODULES = ["timely.progress._cchange_batch", "timely.progress._cantichain", "timely.progress._creachability",
-           "timely.megaphone._cbins", "timely.dataflow._cexchange", "timely.communication._ccodec"]
+           "timely._chash", "timely.megaphone._cbins", "timely.dataflow._cexchange", "timely.communication._ccodec"]
 
 
 @pytest.mark.parametrize("name", MODULES)

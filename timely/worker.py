@@ -13,11 +13,11 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from . import verify_accounting
 from .config import Config
 from .dataflow.activations import Activations
 from .dataflow.scope import Scope
 from .progress.broadcast import Progcaster
+from .progress.subgraph import subgraphs
 
 
 class WorkerAborted(RuntimeError):
@@ -77,6 +77,9 @@ class Worker:
         self._dataflow_count = 0
         self.steps = 0
         self._check_progress = config.check_progress
+        if config.check_progress:      # the checks (timely.verify) load only when asked for
+            from .verify import accounting
+            self._accounting = accounting
         self._state_log_every = config.state_log_every
         #: with check_progress: every worker of this process (set by execute)
         self.process_workers: Optional[list] = None
@@ -135,7 +138,7 @@ class Worker:
         subgraph.get_internal_summary()
         subgraph.set_external_summary()
         self._dataflows[index] = subgraph
-        for nested in verify_accounting.subgraphs(subgraph):
+        for nested in subgraphs(subgraph):
             self._scope_of_channel[nested.progcaster.channel] = nested
         return result
 
@@ -150,7 +153,7 @@ class Worker:
         """Drop a dataflow and its progress channels (it completed everywhere)."""
         subgraph = self._dataflows.pop(index, None)
         if subgraph is not None:
-            for nested in verify_accounting.subgraphs(subgraph):
+            for nested in subgraphs(subgraph):
                 self.progcasters.pop(nested.progcaster.channel, None)
                 self._scope_of_channel.pop(nested.progcaster.channel, None)
 
@@ -332,7 +335,7 @@ class Worker:
                 if subgraph is not None and not subgraph.schedule():
                     del dataflows[index]
                     if self._check_progress:
-                        verify_accounting.check_completed(self, subgraph)
+                        self._accounting.check_completed(self, subgraph)
         if self._to_serve:
             self._serve_joins()
         if self._control is not None and (self._servers or len(self._control)):
@@ -342,7 +345,7 @@ class Worker:
             if self.left:
                 return False
         if self._check_progress and self.process_workers is not None:
-            verify_accounting.check_quiescent(self.process_workers)
+            self._accounting.check_quiescent(self.process_workers)
         every = self._state_log_every
         if every and self.steps % every == 0:
             self.log.info("worker %d step %d: progress state %s", self.index, self.steps,

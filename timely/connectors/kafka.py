@@ -47,7 +47,9 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..dataflow.channels import Direct
 from ..dataflow.operators import OperatorInfo
-from ..megaphone.bins import stable_hash64
+from ..dataflow.scope import Scope
+from ..dataflow.stream import Stream
+from ..hashing import stable_hash64
 from .client import (Brokers, ConnectorError, brokers_string, consumer_config, log, producer_config,
                      topic_partitions)
 from .epochs import (DecodeError, Format, PartitionEpochs, data_headers, format_of, marker_headers)
@@ -725,3 +727,7 @@ def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union
         return logic
     builder.build(constructor)
     return durable
+
+
+Scope.extend(kafka_source=kafka_source)
+Stream.extend(kafka_sink=kafka_sink, kafka_commit=kafka_commit)

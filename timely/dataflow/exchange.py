@@ -1,8 +1,8 @@
 """The ``Exchange`` partition: a batch of records split into one bucket per worker.
 
 Timely's exchange pact (``dataflow/channels/pact``) sends a record to worker
-``hash(key(record)) % peers``. Here the hash is Megaphone's ``stable_hash64``
-(``timely.megaphone.bins``), the same in every process, every run and every platform,
+``hash(key(record)) % peers``. Here the hash is ``timely.hashing.stable_hash64``
+(Megaphone's), the same in every process, every run and every platform,
 so a key goes to the same worker whether the workers are threads of one process or
 processes of a cluster (Python's own ``hash`` of a ``str`` is salted per process). Keys
 must therefore be what ``stable_hash64`` accepts: int, float, str, bytes, None, or
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional
 
-from ..megaphone.bins import py_stable_hash64, stable_hash64
+from ..hashing import py_stable_hash64, stable_hash64
 from .._twin import compiled
 
 MAX_PEERS = 1 << 31

@@ -27,6 +27,7 @@ from ..progress.operate import SharedProgress
 from ..progress.timestamp import identity_summary, less_equal
 from .capability import Capability, CapabilityError, InputCapability
 from .channels import Pipeline, Tee
+from .stream import Stream
 
 
 class InputPort:
@@ -284,8 +285,7 @@ class OperatorBuilder:
         self._connections.append(connection)
         return handle
 
-    def new_output(self) -> tuple[OutputPort, Any]:
-        from .stream import Stream
+    def new_output(self) -> tuple[OutputPort, Stream]:
         port = len(self._outputs)
         internal, produced = ChangeBatch(), ChangeBatch()
         tee = Tee(produced)

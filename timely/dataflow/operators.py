@@ -24,6 +24,7 @@ from ..progress.timestamp import results_in
 from .capability import Capability
 from .channels import Direct, Exchange, Pipeline, Tee
 from .operator import FrontierNotificator, OutputPort
+from .scope import Scope
 from .stream import Stream
 
 
@@ -581,6 +582,13 @@ def binary_notify(stream: Stream, other: Stream, pact1: Any, pact2: Any, name: s
     builder.build(build)
     return result
 
+
+Stream.extend(map=map, flat_map=flat_map, filter=filter, map_batch=map_batch, inspect=inspect,
+              inspect_batch=inspect_batch, exchange=exchange, broadcast=broadcast, concat=concat,
+              partition=partition, enter=enter, leave=leave, probe=probe, probe_with=probe_with,
+              capture=capture, unary=unary, unary_notify=unary_notify, binary=binary,
+              binary_notify=binary_notify)
+Scope.extend(new_input=new_input, to_stream=to_stream, feedback=feedback)
 
 __all__ = ["Captured", "InputHandle", "LoopHandle", "Notificator", "OperatorInfo", "ProbeHandle",
            "binary", "binary_notify", "broadcast", "capture", "concat", "enter", "exchange",

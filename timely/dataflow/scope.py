@@ -4,7 +4,9 @@ The root scope of a dataflow has the worker's timestamp (an int epoch by default
 ``region`` nests a scope with the same timestamp; ``iterative`` nests one whose
 timestamp gains an inner coordinate (a loop counter): ``t`` outside is ``(t, 0)``
 inside, and leaving drops the coordinate again. Each nested scope becomes a Subgraph,
-a single child of its parent, with its own Tracker and progress channel.
+a single child of its parent, with its own Tracker and progress channel. Sources and
+loops (``new_input``, ``to_stream``, ``feedback``, ``kafka_source``) are offered by the
+packages that define them, as ``Stream``'s operators are (see ``Extensible``).
 
 Building is not a hot path; nothing here runs per record.
 """
@@ -15,6 +17,8 @@ from typing import Any, Callable, Optional
 from ..progress.location import Source, Target
 from ..progress.subgraph import SubgraphBuilder
 from ..progress.timestamp import identity_summary
+from .extensible import Extensible
+from .operator import OperatorBuilder
 
 
 def _to_inner(outer_is_int: bool) -> Callable[[Any], Any]:
@@ -29,7 +33,7 @@ def _to_outer(outer_is_int: bool) -> Callable[[Any], Any]:
     return lambda t: t[:-1]
 
 
-class Scope:
+class Scope(Extensible):
     """A scope under construction (see the module docstring)."""
 
     def __init__(self, worker: Any, name: str, path: tuple, minimum: Any,
@@ -67,9 +71,8 @@ class Scope:
     def connect(self, source: Source, target: Target) -> None:
         self.subgraph.connect(source, target)
 
-    def operator(self, name: str):
+    def operator(self, name: str) -> OperatorBuilder:
         """An OperatorBuilder for a new operator in this scope."""
-        from .operator import OperatorBuilder
         return OperatorBuilder(self, name)
 
     # ---- nested scopes ------------------------------------------------------------------
@@ -99,34 +102,13 @@ class Scope:
         return result
 
     # ---- loops --------------------------------------------------------------------------
-    def feedback(self, summary: Any):
-        """A loop edge: returns ``(handle, stream)``; ``s.connect_loop(handle)`` later
-        feeds ``s`` back into ``stream``, its timestamps advanced by ``summary``."""
-        from .operators import feedback
-        return feedback(self, summary)
-
     def loop_variable(self, step: int = 1):
-        """In an iterative scope: a feedback whose summary advances the loop counter."""
+        """In an iterative scope: a feedback whose summary advances the loop counter
+        (``scope.feedback`` is offered by ``timely.dataflow.operators``)."""
         if not self.is_iterative:
             raise ValueError(f"loop_variable needs an iterative scope; {self.name!r} is not one")
         summary = identity_summary(self.minimum)[:-1] + (step,)
         return self.feedback(summary)
-
-    # ---- sources ------------------------------------------------------------------------
-    def new_input(self):
-        """``(InputHandle, Stream)``: records the worker sends, at times it advances."""
-        from .operators import new_input
-        return new_input(self)
-
-    def to_stream(self, records: Any):
-        """A stream of ``records`` at the minimum time, then closed."""
-        from .operators import to_stream
-        return to_stream(self, records)
-
-    def kafka_source(self, brokers: Any, topics: Any, **options: Any):
-        """A stream of Kafka topics' events at their epochs; see timely.connectors.kafka."""
-        from ..connectors.kafka import kafka_source
-        return kafka_source(self, brokers, topics, **options)
 
     def __repr__(self) -> str:
         return f"Scope({self.name!r}, path={self.path})"

@@ -339,3 +339,12 @@ class Subgraph:
                     [(to_outer(t), d) for t, d in changes.drain()])
                 for t, d in filtered:
                     internal.update(t, d)
+
+
+def subgraphs(subgraph: "Subgraph") -> Iterator["Subgraph"]:
+    """A scope and every scope nested in it, outermost first."""
+    yield subgraph
+    for child in subgraph.children:
+        op = child.operator
+        if op is not None and hasattr(op, "tracker"):
+            yield from subgraphs(op)

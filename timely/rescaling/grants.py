@@ -46,7 +46,7 @@ from typing import Any, Iterable
 from ..progress import ChangeBatch
 from ..progress.location import Location
 from ..progress.reachability import Tracker
-from ..verify_accounting import subgraphs
+from ..progress.subgraph import subgraphs
 
 log = logging.getLogger("timely.rescaling")
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from ..verify_accounting import subgraphs
+from ..progress.subgraph import subgraphs
 
 log = logging.getLogger("timely.rescaling")
 

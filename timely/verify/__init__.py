@@ -20,6 +20,7 @@ Modules:
 - ``properties``: the checked properties (``Checker``, ``Violation``);
 - ``scheduler``: the seeded random scheduler (``run_schedule``, ``explore``);
 - ``mutations``: broken variants the checker must catch;
+- ``accounting``: the progress accounting checks of a real run (``--check-progress``);
 - ``__main__``: ``python -m timely.verify --steps N --seeds K [--join] [--kafka] [--leave]``.
 
 >>> from timely.verify import Options, run_schedule

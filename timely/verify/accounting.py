@@ -15,22 +15,14 @@ state read between steps is consistent. Cost: O(pointstamps held) per quiescent 
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
-from .progress.location import Location
+from ..progress.location import Location
+from ..progress.subgraph import subgraphs
 
 
 class ProgressAccountingError(AssertionError):
     """Progress accounting broke one of its invariants."""
-
-
-def subgraphs(subgraph: Any) -> Iterator[Any]:
-    """A scope and every scope nested in it."""
-    yield subgraph
-    for child in subgraph.children:
-        op = child.operator
-        if op is not None and hasattr(op, "tracker"):
-            yield from subgraphs(op)
 
 
 def tracker_counts(tracker: Any) -> dict:
