@@ -1,0 +1,105 @@
+"""Input: records fed into a dataflow from the worker's own code (``scope.new_input``).
+
+``send`` is O(1): records are buffered at the current time and handed on as one batch
+every 4096; ``send_batch`` hands its records on as one batch (O(records) to list them);
+``advance_to`` and ``close`` flush, then downgrade or drop the input's one capability,
+O(1), and activate the operator.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+from ..capability import Capability
+from ..stream import Stream
+from .generic import OperatorInfo
+
+
+class InputHandle:
+    """Feeds records into a dataflow from the worker's own code.
+
+    ``send`` buffers records at the current time; ``advance_to`` promises no more
+    records before a later time; ``close`` promises none at all. Every worker has its
+    own handle, and the dataflow completes only when every worker closed its input.
+    """
+
+    def __init__(self, scope: Any) -> None:
+        builder = scope.operator("Input")
+        builder.set_notify(False)
+        self._out, self.stream = builder.new_output()
+        self._activate = OperatorInfo(builder).activator(scope.worker)
+        self._cap: Optional[Capability] = None
+        self._buffer: list = []
+        self.closed = False
+
+        def constructor(caps):
+            self._cap = caps[0]
+            return None
+        builder.build(constructor)
+
+    def time(self) -> Any:
+        """The time records are sent at now (on a joining worker, after
+        ``worker.bootstrap()``: the time its bootstrap worker granted, or later)."""
+        if self._cap is None:
+            raise ValueError("the input is closed")
+        return self._cap.time
+
+    def _holds(self) -> None:
+        cap = self._cap
+        if cap.is_pending:
+            raise ValueError("this worker is joining a running cluster: call worker.bootstrap() "
+                             "before sending input")
+        if not cap.valid:
+            raise ValueError("this worker joined a running cluster and was granted no capability "
+                             "for this input: its bootstrap worker held none that reaches it")
+
+    epoch = time
+
+    def send(self, record: Any) -> None:
+        if self.closed:
+            raise ValueError("cannot send: the input is closed")
+        self._holds()
+        self._buffer.append(record)
+        if len(self._buffer) >= 4096:
+            self.flush()
+
+    def send_batch(self, records: Iterable[Any]) -> None:
+        if self.closed:
+            raise ValueError("cannot send: the input is closed")
+        self._holds()
+        self.flush()
+        records = list(records)
+        if records:
+            self._out.give_batch(self._cap, records)
+            self._activate()
+
+    def flush(self) -> None:
+        if self._buffer:
+            records, self._buffer = self._buffer, []
+            self._out.give_batch(self._cap, records)
+            self._activate()
+
+    def advance_to(self, time: Any) -> None:
+        """Send later records at ``time`` (which must not be earlier than ``time()``)."""
+        if self.closed:
+            raise ValueError("cannot advance: the input is closed")
+        if not self._cap.valid:        # a joined worker granted nothing: no capability to move
+            return
+        self.flush()
+        if time != self._cap.time:
+            self._cap.downgrade(time)
+            self._activate()
+
+    def close(self) -> None:
+        """No more records, at any time (idempotent)."""
+        if not self.closed:
+            self.flush()
+            self.closed = True
+            if self._cap.valid:
+                self._cap.drop()
+                self._activate()
+            self._cap = None
+
+
+def new_input(scope: Any) -> tuple[InputHandle, Stream]:
+    handle = InputHandle(scope)
+    return handle, handle.stream
