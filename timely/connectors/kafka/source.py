@@ -1,61 +1,41 @@
-"""Kafka source and sink operators: dataflows read and write topics under the epoch contract.
+"""The Kafka source: a dataflow reads topics under the epoch contract, and their partitions
+follow the workers.
 
-Named after bytewax's and Spark's Kafka connectors: ``brokers``, ``topics``,
-``starting_offsets``, ``add_config`` (passed to the client), ``batch_size``.
-
-- ``scope.kafka_source(brokers, topics, ...)`` spreads the topics' partitions over the
-  workers (partition i of the sorted list goes to the i-th worker, round robin). The
-  partitions follow the workers: when a process joins or leaves, the worker reading a
-  partition hands it to its new owner as a record (over a feedback edge that adds one
-  to its time, just before the partition's next unfinished epoch), carrying the offset
-  just past the last marker it read and the commit points not yet committed; the
-  receiver takes its capability from that record and reads on from there, and records
-  of the unfinished epoch are read again there and dropped here: none is lost or given
-  twice. A partition holding the source back moves at its next marker. A leaving
-  process gives all of its partitions away before it can drain. Each record's
-  timestamp is its epoch. A record is given to the
-  dataflow when its epoch's marker is read (see ``timely.connectors.epochs``), and the
-  source's capability is the least, over its partitions, of the next unfinished epoch:
-  the frontier passes an epoch exactly when every partition's marker for it was read.
-  Topics without markers: ``epochs="ingestion"`` stamps records with the time they were
-  read (epochs are milliseconds since 1970, a new one every ``epoch_records`` records or
-  ``epoch_ms`` ms, so they keep increasing across restarts).
-- ``stream.kafka_commit(source, ...)`` commits a source's offsets to its consumer group
-  once ``stream``'s frontier has passed the epochs they end; put it after the sink, and a
-  restarted dataflow resumes at the first epoch whose results are not yet in Kafka (it
-  first reads the marker just before the committed offset, so a replay of that epoch is
-  dropped). With ``end_epoch``, nothing from ``end_epoch`` on is committed.
-- ``stream.kafka_sink(brokers, topic, ...)`` writes each epoch's records once the
-  frontier has passed it, then one marker per partition naming the epoch's offset range;
-  its output stream's frontier passes an epoch once that epoch is acknowledged by the
-  broker. Each partition has one writer, worker ``partition % workers``. At start-up it
-  reads the markers already in its partitions and skips the epochs they complete, so a
-  restarted job never makes a reader see an epoch twice (nor half of one: records left
-  by a writer that died before its marker fall outside the marker's range).
+``scope.kafka_source(brokers, topics, ...)`` spreads the topics' partitions over the
+workers (partition i of the sorted list goes to the i-th worker, round robin). The
+partitions follow the workers: when a process joins or leaves, the worker reading a
+partition hands it to its new owner as a record (over a feedback edge that adds one
+to its time, just before the partition's next unfinished epoch), carrying the offset
+just past the last marker it read and the commit points not yet committed; the
+receiver takes its capability from that record and reads on from there, and records
+of the unfinished epoch are read again there and dropped here: none is lost or given
+twice. A partition holding the source back moves at its next marker. A leaving
+process gives all of its partitions away before it can drain. Each record's
+timestamp is its epoch. A record is given to the
+dataflow when its epoch's marker is read (see ``timely.connectors.epochs``), and the
+source's capability is the least, over its partitions, of the next unfinished epoch:
+the frontier passes an epoch exactly when every partition's marker for it was read.
+Topics without markers: ``epochs="ingestion"`` stamps records with the time they were
+read (epochs are milliseconds since 1970, a new one every ``epoch_records`` records or
+``epoch_ms`` ms, so they keep increasing across restarts).
 
 Costs: a hand-off is one small record and one (un)assign per partition moved; the
 source does one ``consume`` per activation (up to ``batch_size`` records),
 buffers an epoch per partition until its marker, and decodes an epoch's values in one
-call; the sink buffers an epoch, then two flushes per epoch (records, then markers).
-The sink's start-up scan reads its partitions once: O(topic size).
+call.
 """
 from __future__ import annotations
 
-import itertools
 import time
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from ..dataflow.channels import Direct
-from ..dataflow.operators import OperatorInfo
-from ..dataflow.scope import Scope
-from ..dataflow.stream import Stream
-from ..hashing import stable_hash64
-from .client import (Brokers, ConnectorError, brokers_string, consumer_config, log, producer_config,
-                     topic_partitions)
-from .epochs import (DecodeError, Format, PartitionEpochs, data_headers, format_of, marker_headers)
-from .markers import MarkerIndex
+from ...dataflow.channels import Direct
+from ...dataflow.operators import OperatorInfo
+from ..client import (Brokers, ConnectorError, brokers_string, consumer_config, log, producer_config,
+                      topic_partitions)
+from ..epochs import DecodeError, Format, PartitionEpochs, format_of
 
-__all__ = ["kafka_commit", "kafka_sink", "kafka_source", "KafkaSourceState"]
+__all__ = ["kafka_source", "KafkaSourceState"]
 
 _POLL_TIMEOUT = 0.002      # s the worker may block in consume when nothing was ready
 
@@ -494,240 +474,3 @@ def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size:
             advance()
     return step
 
-
-# ---- committing ---------------------------------------------------------------------------
-def kafka_commit(stream: Any, *sources: Any, name: str = "KafkaCommit") -> None:
-    """Commit the consumer offsets of ``sources`` (streams from ``kafka_source``) once
-    ``stream``'s frontier has passed the epochs they end, and all of them once it is
-    empty. Put it after the sink: a restart then resumes at the first epoch whose
-    results were not yet acknowledged."""
-    scope = stream.scope
-    registry = _sources(scope.worker)
-    states = []
-    for source in sources:
-        found = registry.get((source.scope.path, source.source.node))
-        if found is None:
-            raise ValueError(f"kafka_commit: {source!r} is not a stream made by kafka_source")
-        states.append(found)
-    worker = scope.worker
-    builder = scope.operator(name)
-    port = builder.new_input(stream)
-    builder.new_output()
-    activate = OperatorInfo(builder).activator(worker)
-    worker.rescale_listeners.append(activate)
-
-    def constructor(caps):
-        # Held until the input frontier is empty, so the last commit happens before the
-        # dataflow is complete (nothing reads this output: it holds back no one else).
-        held = {"cap": caps[0], "upto": None}
-
-        def logic():
-            port.drain()
-            if held["cap"] is None:
-                return
-            if worker.leaving and not any(s.parts for s in states):
-                # its partitions went to other workers with their commit points: a
-                # process leaving the cluster has nothing more to commit
-                held["cap"].drop()
-                held["cap"] = None
-                return
-            frontier = port.frontier.frontier()
-            if not len(frontier):
-                for s in states:
-                    s.commit(None)
-                    s.close()
-                held["cap"].drop()
-                held["cap"] = None
-                return
-            upto = min(frontier) - 1
-            if held["upto"] is None or upto > held["upto"]:
-                held["upto"] = upto
-                for s in states:
-                    s.commit(upto)
-        return logic
-    builder.build(constructor)
-
-
-# ---- the sink -----------------------------------------------------------------------------
-def _key_bytes(key: Any) -> Optional[bytes]:
-    if key is None or isinstance(key, bytes):
-        return key
-    if isinstance(key, str):
-        return key.encode()
-    return format_of("json").dumps(key)
-
-
-class KafkaSinkState:
-    """One worker's share of a Kafka sink: its producer, partitions and their last epochs."""
-
-    def __init__(self, brokers: Brokers, topic: str, add_config: Optional[dict], fmt: Format,
-                 owned: list[int], rows_per_message: int, timeout: float) -> None:
-        from confluent_kafka import Consumer, Producer
-        self.brokers = brokers
-        self.topic = topic
-        self.format = fmt
-        self.owned = owned
-        self.rows = rows_per_message
-        self.timeout = timeout
-        self.producer = Producer(producer_config(brokers, {"message.timeout.ms": int(timeout * 1000),
-                                                           **(add_config or {})}))
-        self.last: dict[int, Optional[int]] = {p: None for p in owned}
-        if owned:
-            # A previous run's markers: the epochs it completed are not written again.
-            index = MarkerIndex()
-            reader = Consumer(consumer_config(brokers, None, add_config))
-            try:
-                index.read(reader, {(topic, p): 0 for p in owned})
-            finally:
-                reader.close()
-            self.last = {p: index.states[(topic, p)].completed for p in owned}
-        self.written = 0
-        self.skipped_epochs = 0
-        self._errors: list = []
-        self._ranges: dict[int, list] = {}
-
-    def _delivered(self, error: Any, message: Any) -> None:
-        if error is not None:
-            self._errors.append(f"{self.topic}[{message.partition()}]: {error.str()}")
-            return
-        found = self._ranges.get(message.partition())
-        offset = message.offset()
-        if found is None:
-            self._ranges[message.partition()] = [offset, offset + 1]
-        else:
-            found[0] = min(found[0], offset)
-            found[1] = max(found[1], offset + 1)
-
-    def _produce(self, value: bytes, partition: int, headers: list, key: Optional[bytes] = None) -> None:
-        produce = self.producer.produce
-        while True:
-            try:
-                produce(self.topic, value, key, partition=partition, headers=headers,
-                        on_delivery=self._delivered)
-                return
-            except BufferError:
-                self.producer.poll(0.01)
-
-    def _flush(self, what: str) -> None:
-        left = self.producer.flush(self.timeout)
-        if left or self._errors:
-            problem = "; ".join(self._errors[:3]) or f"{left} records not acknowledged in {self.timeout:g} s"
-            raise ConnectorError(f"kafka_sink to {self.topic!r} at {brokers_string(self.brokers)}: "
-                                 f"{what} not written: {problem}")
-
-    def write(self, epochs: list[tuple[int, dict]], through: Optional[int]) -> None:
-        """Write each ``(epoch, {partition: [(key, value)]})`` (ascending), each followed
-        by its markers, then empty-epoch markers up to ``through`` (the epoch before the
-        frontier), so readers' frontiers follow this one."""
-        dumps = self.format.dumps
-        for epoch, by_partition in epochs:
-            targets = [p for p in self.owned if self.last[p] is None or epoch > self.last[p]]
-            if len(targets) < len(self.owned):
-                self.skipped_epochs += 1
-            self._ranges = {}
-            for p in targets:
-                records = by_partition.get(p, ())
-                headers = data_headers(epoch)
-                if self.rows > 1:
-                    for i in range(0, len(records), self.rows):
-                        chunk = records[i:i + self.rows]
-                        self._produce(self.format.dumps_many([v for _, v in chunk]), p,
-                                      data_headers(epoch, rows=len(chunk)), _key_bytes(chunk[0][0]))
-                else:
-                    for key, value in records:
-                        try:
-                            encoded = dumps(value)
-                        except Exception as exc:  # noqa: BLE001 - name the record
-                            raise ConnectorError(f"kafka_sink to {self.topic!r}: epoch {epoch} record "
-                                                 f"{value!r:.80} does not encode as {self.format.name}: "
-                                                 f"{exc}") from None
-                        self._produce(encoded, p, headers, _key_bytes(key))
-                self.written += len(records)
-            self._flush(f"epoch {epoch}")
-            ranges = self._ranges
-            for p in targets:
-                first, end = ranges.get(p, (0, 0))
-                self._produce(b"", p, marker_headers(epoch, first, end))
-                self.last[p] = epoch
-            self._flush(f"the markers of epoch {epoch}")
-        if through is not None:
-            late = [p for p in self.owned if self.last[p] is None or through > self.last[p]]
-            for p in late:
-                self._produce(b"", p, marker_headers(through, 0, 0))
-                self.last[p] = through
-            if late:
-                self._flush(f"the markers of epoch {through}")
-
-
-def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union[str, Format] = "json",
-               key: Optional[Callable[[Any], Any]] = None,
-               partition: Optional[Callable[[Any], int]] = None, add_config: Optional[dict] = None,
-               rows_per_message: int = 1, timeout: float = 30.0, name: str = "KafkaSink") -> Any:
-    """Write ``stream``'s records to ``topic`` by epoch (see the module docstring).
-
-    ``key(record)`` is the Kafka key and picks the partition (a stable hash), unless
-    ``partition(record)`` picks it; with neither, records stay on partitions their
-    worker writes. ``rows_per_message > 1`` packs that many records per Kafka record.
-    Returns a stream with no records whose frontier passes an epoch once it is durable.
-    """
-    scope = stream.scope
-    if type(scope.minimum) is not int:
-        raise TypeError(f"kafka_sink: epochs are ints, but scope {scope.name!r} has timestamps "
-                        f"like {scope.minimum!r}")
-    if rows_per_message < 1:
-        raise ValueError(f"kafka_sink: rows_per_message must be >= 1, got {rows_per_message}")
-    fmt = format_of(value_format)
-    worker = scope.worker
-    from confluent_kafka import Producer
-    count = topic_partitions(Producer(producer_config(brokers, add_config)), brokers, [topic])[topic]
-    workers = worker.initial_peers
-    owner = [p % workers for p in range(count)]
-    owned = [] if worker.is_joiner else [p for p in range(count) if owner[p] == worker.index]
-    state = KafkaSinkState(brokers, topic, add_config, fmt, owned, rows_per_message, timeout)
-    # a partition's writer stays put: its process cannot leave (timely.rescaling.leave)
-    worker.sink_writers[topic] = owner
-
-    # Records travel as (partition, key, value) to the partition's one writer.
-    if partition is not None:
-        route = lambda r: (partition(r) % count, key(r) if key else None, r)  # noqa: E731
-    elif key is not None:
-        route = lambda r: (stable_hash64(key(r)) % count, key(r), r)  # noqa: E731
-    else:
-        spread = owned or [worker.index % count]
-        cycle = itertools.cycle(spread)
-        route = lambda r: (next(cycle), None, r)  # noqa: E731
-    routed = stream.map(route)
-    builder = scope.operator(name)
-    port = builder.new_input(routed, Direct(lambda t: owner[t[0]]))
-    _, durable = builder.new_output()
-
-    def constructor(caps):
-        caps[0].drop()
-        pending: dict[int, tuple[Any, dict]] = {}
-
-        def logic():
-            for cap, records in port:
-                found = pending.get(cap.time)
-                if found is None:
-                    found = pending[cap.time] = (cap.retain(), {})
-                by_partition = found[1]
-                for p, k, v in records:
-                    bucket = by_partition.get(p)
-                    if bucket is None:
-                        by_partition[p] = [(k, v)]
-                    else:
-                        bucket.append((k, v))
-            frontier = port.frontier.frontier()
-            least = min(frontier) if len(frontier) else None
-            ready = sorted(t for t in pending if least is None or t < least)
-            through = None if least is None or least == scope.minimum else least - 1
-            state.write([(t, pending[t][1]) for t in ready], through)
-            for t in ready:
-                pending.pop(t)[0].drop()
-        return logic
-    builder.build(constructor)
-    return durable
-
-
-Scope.extend(kafka_source=kafka_source)
-Stream.extend(kafka_sink=kafka_sink, kafka_commit=kafka_commit)

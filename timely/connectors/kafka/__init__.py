@@ -1,0 +1,27 @@
+"""Kafka source and sink operators: dataflows read and write topics under the epoch contract.
+
+Named after bytewax's and Spark's Kafka connectors: ``brokers``, ``topics``,
+``starting_offsets``, ``add_config`` (passed to the client), ``batch_size``.
+
+- ``source``: ``scope.kafka_source(brokers, topics, ...)``, each record at its epoch,
+  the partitions following the workers;
+- ``commit``: ``stream.kafka_commit(source, ...)`` commits a source's offsets once
+  ``stream``'s frontier has passed the epochs they end;
+- ``sink``: ``stream.kafka_sink(brokers, topic, ...)`` writes each epoch's records, then
+  its markers.
+
+Importing this package offers those methods on ``Scope`` and ``Stream``; confluent-kafka
+is imported only when a source or sink is built. Costs: see each module.
+"""
+from __future__ import annotations
+
+from ...dataflow.scope import Scope
+from ...dataflow.stream import Stream
+from .commit import kafka_commit
+from .sink import KafkaSinkState, kafka_sink
+from .source import KafkaSourceState, kafka_source
+
+__all__ = ["kafka_commit", "kafka_sink", "kafka_source", "KafkaSinkState", "KafkaSourceState"]
+
+Scope.extend(kafka_source=kafka_source)
+Stream.extend(kafka_sink=kafka_sink, kafka_commit=kafka_commit)

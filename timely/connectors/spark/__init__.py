@@ -1,0 +1,31 @@
+"""The Spark side of the pipeline: a Spark 4 Python Data Source ``timely-kafka`` that reads
+and writes Kafka topics under the epoch contract (``timely.connectors.epochs``).
+
+There is no spark-sql-kafka here (no Maven access), so this data source speaks Spark's
+Kafka option names over confluent-kafka::
+
+    spark = local_session()                       # registers the data source
+    df = (spark.read.format("timely-kafka")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "clicks").load())
+    (partition_for_kafka(events, 4, "user").write.format("timely-kafka")
+     .option("kafka.bootstrap.servers", "127.0.0.1:9092").option("topic", "clicks")
+     .mode("append").save())
+
+- ``options``: Spark's Kafka option names, read into a read's and a write's configuration;
+- ``reader``: batch and streaming reads, only of epochs complete in every partition;
+- ``writer``: batch and streaming writes, each epoch followed by its markers;
+- ``datasource``: ``TimelyKafkaDataSource``, which Spark calls to build them;
+- ``session``: ``local_session``, ``register`` and ``partition_for_kafka``.
+
+Costs: see each module.
+"""
+from __future__ import annotations
+
+from .datasource import TimelyKafkaDataSource
+from .options import EARLIEST, LATEST, NAME, TopicPart
+from .reader import READ_SCHEMA
+from .session import local_session, partition_for_kafka, register
+
+__all__ = ["EARLIEST", "LATEST", "NAME", "READ_SCHEMA", "TimelyKafkaDataSource", "TopicPart",
+           "local_session", "partition_for_kafka", "register"]
