@@ -1,8 +1,9 @@
-"""Shared plumbing for the benchmark programs: arguments, timing, the JSON report.
+"""Shared plumbing for the benchmark programs: arguments, timing, the JSON report, plots.
 
 Every benchmark is ``python benchmarks/NAME.py [--quick] [--json PATH]`` and writes a
 JSON document whose ``summary`` holds its headline figures (default path:
-``benchmarks/results/NAME.json``).
+``benchmarks/results/NAME.json``), and, where a plot helps, a PNG next to it
+(``figure`` and ``style``).
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import os
 import platform
 import sys
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -65,3 +67,50 @@ def table(rows: list[list[Any]], header: list[str]) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+@contextmanager
+def figure(path: str, nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float],
+           suptitle: str | None = None, suptitle_size: float | None = None, **subplots: Any) -> Iterator[Any]:
+    """A matplotlib figure written to ``path``: ``with figure(path, figsize=(8, 4)) as ax: ...``.
+
+    Yields the axes of ``plt.subplots(nrows, ncols, figsize=figsize, **subplots)`` (Agg
+    backend; one ``Axes``, or an array of them). When the block ends without an error it
+    sets ``suptitle``, lays the figure out tightly, saves it (110 dpi) and prints ``wrote
+    PATH``; the figure is closed either way."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, **subplots)
+    try:
+        yield axes
+        if suptitle is not None:
+            fig.suptitle(suptitle, **({} if suptitle_size is None else {"fontsize": suptitle_size}))
+        fig.tight_layout()
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        fig.savefig(path, dpi=110)
+        print(f"wrote {path}")
+    finally:
+        plt.close(fig)
+
+
+def style(ax, *, xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
+          title_size: float | None = None, xlog: bool = False, ylog: bool = False, grid: str | None = None,
+          legend: bool | dict = False) -> None:
+    """Label and scale one axes: ``xlog``/``ylog`` make that axis logarithmic, ``grid``
+    (``"major"`` or ``"both"``) draws a faint grid at those ticks, ``legend`` is True or
+    the keyword arguments of ``ax.legend``."""
+    if xlog:
+        ax.set_xscale("log")
+    if ylog:
+        ax.set_yscale("log")
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    if title is not None:
+        ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
+    if grid is not None:
+        ax.grid(True, which=grid, alpha=0.3)
+    if legend:
+        ax.legend(**(legend if isinstance(legend, dict) else {}))

@@ -1,7 +1,7 @@
-"""The cluster job of ``benchmarks/scalein.py``: ``_jobs.py migration`` with the leave logged.
+"""The cluster job of ``benchmarks/scalein.py``: ``_migration_job.py migration`` with the leave logged.
 
 ``python benchmarks/_scalein_job.py [migration options] [timely options]`` runs
-``_jobs.migration`` unchanged (WordCount over ``state_machine``: worker 0 loads
+``_migration_job.migration`` unchanged (WordCount over ``state_machine``: worker 0 loads
 ``--load`` distinct keys, prints ``steady at WALLTIME``, then injects ``--rate``
 epochs/s, recording per-epoch latency and, with ``--joins 1``, waits until the
 rebalancer's migration after the next change of the routed workers (here: a leave)
@@ -21,17 +21,17 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _jobs  # noqa: E402
+import _migration_job  # noqa: E402
 
 LOGGERS = ("timely.cluster", "timely.worker", "timely.megaphone")
 
 
 def main(argv: list[str]) -> None:
-    # configured before _jobs.migration's own basicConfig, which is then a no-op
+    # configured before _migration_job.migration's own basicConfig, which is then a no-op
     logging.basicConfig(level=logging.WARNING, format="%(created).6f %(name)s: %(message)s")
     for name in LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
-    _jobs.migration(argv)
+    _migration_job.migration(argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Bootstrap: time per bootstrap step, and how it grows with the progress state (seed 003 §5).
 
 A cluster of 2 processes x 1 worker where worker 0 holds K capabilities at K distinct
-future times (``_jobs.py bootstrap_state``), so every progress state has about K
+future times (``_bootstrap_job.py``), so every progress state has about K
 entries; once worker 0 reports its state built, a third process joins with ``-j 0
 --nn 3``. Measured per K (10 .. 50,000; ``--quick``: up to 5,000), median of the
 repetitions:
@@ -28,11 +28,11 @@ import statistics
 import time
 
 import numpy as np
-from _common import ROOT, parse_args, table, write_report
+from _common import ROOT, figure, parse_args, style, table, write_report
 
 from timely.launch import LocalCluster
 
-JOBS = os.path.join(ROOT, "benchmarks", "_jobs.py")
+JOB = os.path.join(ROOT, "benchmarks", "_bootstrap_job.py")
 READY = re.compile(r"ready entries (\d+) after ([0-9.]+) s")
 SENT = re.compile(r"sent (\d+) progress entries in ([0-9.]+) ms")
 SERVED = re.compile(r"served pause ([0-9.]+) s")
@@ -50,8 +50,7 @@ def find(proc, pattern):
 
 def run(caps, timeout=300.0):
     """One cluster: 2 processes, state of ~``caps`` entries, a third joins. Returns the timings."""
-    with LocalCluster([JOBS, "bootstrap_state"], slots=3, workers=1,
-                      extra=["--caps", str(caps), "--timeout", "60"]) as cluster:
+    with LocalCluster(JOB, slots=3, workers=1, extra=["--caps", str(caps), "--timeout", "60"]) as cluster:
         p0 = cluster.start(2)[0]
         deadline = time.monotonic() + timeout
         while find(p0, READY) is None:
@@ -84,24 +83,14 @@ def exponent(ks, ys, least=0):
 
 
 def plot(ks, medians, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7.5, 5))
     labels = {"server_pause_s": "server pause (snapshot + send)", "client_bootstrap_s": "client bootstrap",
               "join_wall_s": "join wall time (spawn -> joined)", "release_s": "release K capabilities"}
-    for m in MEASURES:
-        ax.plot(ks, [medians[k][m] * 1e3 for k in ks], marker="o", label=labels[m])
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("progress state entries K (capabilities held by worker 0)")
-    ax.set_ylabel("time (ms)")
-    ax.set_title("Bootstrap of a joining process vs progress state size (2x1 + 1)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    with figure(path, figsize=(7.5, 5)) as ax:
+        for m in MEASURES:
+            ax.plot(ks, [medians[k][m] * 1e3 for k in ks], marker="o", label=labels[m])
+        style(ax, xlog=True, ylog=True, xlabel="progress state entries K (capabilities held by worker 0)",
+              ylabel="time (ms)", title="Bootstrap of a joining process vs progress state size (2x1 + 1)",
+              grid="both", legend={"fontsize": 8})
 
 
 def main():

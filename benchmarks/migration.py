@@ -1,7 +1,7 @@
 """Megaphone migration: latency while bins move to joined processes, by strategy (seed 003 §5).
 
 Three measurements in one run, each strategy (``--migration all-at-once|fluid|batched``)
-in its own clusters (``_jobs.py migration`` / ``stateful_steady``):
+in its own clusters (``_migration_job.py migration`` / ``stateful_steady``):
 
 1. Timeline. Seed 003 §5's WordCount over ``state_machine`` (``running_counts``, 256
    bins, the cluster's rebalancer as control): 2 processes x 2 workers, worker 0 injects
@@ -48,12 +48,12 @@ import tempfile
 import time
 
 import numpy as np
-from _common import ROOT, parse_args, percentiles, table, write_report
+from _common import ROOT, figure, parse_args, percentiles, style, table, write_report
 from tqdm import tqdm
 
 from timely.launch import LocalCluster
 
-JOBS = os.path.join(ROOT, "benchmarks", "_jobs.py")
+JOB = os.path.join(ROOT, "benchmarks", "_migration_job.py")
 STRATEGIES = ("all-at-once", "fluid", "batched")
 STEADY = re.compile(r"^steady at ([0-9.]+)")
 FINAL = re.compile(r"^final (\{.*\})$")
@@ -124,7 +124,7 @@ def run_migration(strategy, *, processes, workers, joins, join_at, job_args, tim
     with tempfile.TemporaryDirectory() as tmp:
         output = os.path.join(tmp, "migration.json")
         extra = ["--migration", strategy, "--joins", str(joins), "--output", output, *job_args]
-        with LocalCluster([JOBS, "migration"], slots=processes + joins, workers=workers, extra=extra) as cluster:
+        with LocalCluster([JOB, "migration"], slots=processes + joins, workers=workers, extra=extra) as cluster:
             p0 = cluster.start(processes)[0]
             steady = float(wait_line(cluster, p0, STEADY, timeout).group(1))
             for k in range(joins):
@@ -195,61 +195,43 @@ def timeline_phases(result):
 
 
 def plot_timeline(results, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(results), 1, figsize=(10, 2.8 * len(results)), sharex=True, squeeze=False)
-    for ax, r in zip(axes[:, 0], results):
-        t = np.array([e[1] for e in r["epochs"]])
-        lat = np.array([e[2] * 1e3 for e in r["epochs"]])
-        ax.scatter(t, lat, s=3, alpha=0.35, color="tab:gray", label="epoch latency")
-        xs, ys = [], []
-        for w in np.arange(0, (t.max() if t.size else 0) + 0.5, 0.5):
-            sel = lat[(t >= w) & (t < w + 0.5)]
-            if sel.size:
-                xs.append(w + 0.25)
-                ys.append(sel.max())
-        ax.plot(xs, ys, color="tab:red", linewidth=1, label="max per 0.5 s")
-        for k, (spawn, j) in enumerate(zip(r["join_spawn"], r["joins"])):
-            ax.axvline(spawn, color="tab:green", linestyle="--", label="process spawned" if k == 0 else None)
-            if j["start"] is not None:
-                ax.axvspan(j["start"], j["end"] if j["end"] is not None else t.max(), color="tab:orange",
-                           alpha=0.25, label="migration" if k == 0 else None)
-        ax.set_yscale("log")
-        ax.set_ylabel("latency (ms)")
-        ax.set_title(f"{r['strategy']}", fontsize=10)
-        ax.legend(loc="upper left", fontsize=7)
-    axes[-1, 0].set_xlabel("time since steady start (s)")
-    fig.suptitle("WordCount over state_machine, 2x2 workers, +2 workers at 1/3 and 2/3 (Megaphone migration)",
-                 fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    title = "WordCount over state_machine, 2x2 workers, +2 workers at 1/3 and 2/3 (Megaphone migration)"
+    with figure(path, len(results), 1, figsize=(10, 2.8 * len(results)), sharex=True, squeeze=False,
+                suptitle=title, suptitle_size=10) as axes:
+        for ax, r in zip(axes[:, 0], results):
+            t = np.array([e[1] for e in r["epochs"]])
+            lat = np.array([e[2] * 1e3 for e in r["epochs"]])
+            ax.scatter(t, lat, s=3, alpha=0.35, color="tab:gray", label="epoch latency")
+            xs, ys = [], []
+            for w in np.arange(0, (t.max() if t.size else 0) + 0.5, 0.5):
+                sel = lat[(t >= w) & (t < w + 0.5)]
+                if sel.size:
+                    xs.append(w + 0.25)
+                    ys.append(sel.max())
+            ax.plot(xs, ys, color="tab:red", linewidth=1, label="max per 0.5 s")
+            for k, (spawn, j) in enumerate(zip(r["join_spawn"], r["joins"])):
+                ax.axvline(spawn, color="tab:green", linestyle="--", label="process spawned" if k == 0 else None)
+                if j["start"] is not None:
+                    ax.axvspan(j["start"], j["end"] if j["end"] is not None else t.max(), color="tab:orange",
+                               alpha=0.25, label="migration" if k == 0 else None)
+            style(ax, ylog=True, ylabel="latency (ms)", title=f"{r['strategy']}", title_size=10,
+                  legend={"loc": "upper left", "fontsize": 7})
+        axes[-1, 0].set_xlabel("time since steady start (s)")
 
 
 def plot_sizes(sizes, keys, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for s, marker in zip(STRATEGIES, "os^"):
-        runs = [sizes[s][n] for n in keys]
-        a1.plot(keys, [nan(r["duration_s"], 1e3) for r in runs], marker=marker, fillstyle="none", label=s)
-        line, = a2.plot(keys, [nan(r["max_ms"]) for r in runs], marker=marker, fillstyle="none",
-                        label=f"{s} max")
-        a2.plot(keys, [nan(r["p99_ms"]) for r in runs], marker="x", linestyle=":", color=line.get_color(),
-                label=f"{s} p99")
-    for ax, ylabel in ((a1, "migration duration (ms)"), (a2, "epoch latency during migration (ms)")):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("keys in the state")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("Migration of ~1/3 of the state to a joined process (2x1 + 1 workers, 256 bins)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    title = "Migration of ~1/3 of the state to a joined process (2x1 + 1 workers, 256 bins)"
+    with figure(path, 1, 2, figsize=(11, 4.5), suptitle=title, suptitle_size=10) as (a1, a2):
+        for s, marker in zip(STRATEGIES, "os^"):
+            runs = [sizes[s][n] for n in keys]
+            a1.plot(keys, [nan(r["duration_s"], 1e3) for r in runs], marker=marker, fillstyle="none", label=s)
+            line, = a2.plot(keys, [nan(r["max_ms"]) for r in runs], marker=marker, fillstyle="none",
+                            label=f"{s} max")
+            a2.plot(keys, [nan(r["p99_ms"]) for r in runs], marker="x", linestyle=":", color=line.get_color(),
+                    label=f"{s} p99")
+        for ax, ylabel in ((a1, "migration duration (ms)"), (a2, "epoch latency during migration (ms)")):
+            style(ax, xlog=True, ylog=True, xlabel="keys in the state", ylabel=ylabel, grid="both",
+                  legend={"fontsize": 8})
 
 
 def part_timeline(args, bar, problems):
@@ -323,7 +305,7 @@ def part_steady(args, bar, problems):
            "--timeout", "30"]
     with tempfile.TemporaryDirectory() as tmp:
         output = os.path.join(tmp, "steady.json")
-        with LocalCluster([JOBS, "stateful_steady"], slots=2, workers=1, extra=[*job, "--output", output]) as cluster:
+        with LocalCluster([JOB, "stateful_steady"], slots=2, workers=1, extra=[*job, "--output", output]) as cluster:
             cluster.start(2)
             codes = cluster.wait(900)
             if any(codes):
@@ -335,7 +317,7 @@ def part_steady(args, bar, problems):
             for counts in lines_matching(cluster, INJECTED):
                 for k, n in counts.items():
                     injected[k] = injected.get(k, 0) + n
-    from _jobs import digest
+    from _migration_job import digest
     expected = digest(injected)
     for v, b in zip(doc["variants"], [None] + bins):
         problems += check_states([f for f in finals if f["label"] == v], expected, b, doc["workers"],

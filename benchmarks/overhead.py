@@ -1,10 +1,10 @@
 """Overhead: rescaling support on vs off, in the same run (seed 003 §5, "steady-state overhead").
 
-The WordCount latency job of ``rescaling_latency`` (``_jobs.py latency``) on 2 processes x
-2 workers, no joins, once with rescaling support on (the default: an acceptor, and
-every Progcaster accumulating its progress state) and once with ``--no-rescaling``,
-alternating on/off/on/off (2 rounds; ``--quick``: 1 round, shorter runs) so that the
-noisy machine's drift hits both modes alike. Two workloads per mode:
+The WordCount latency job of ``rescaling_latency`` (``_rescaling_latency_job.py``) on 2
+processes x 2 workers, no joins, once with rescaling support on (the default: an
+acceptor, and every Progcaster accumulating its progress state) and once with
+``--no-rescaling``, alternating on/off/on/off (2 rounds; ``--quick``: 1 round, shorter
+runs) so that the noisy machine's drift hits both modes alike. Two workloads per mode:
 
 - latency: worker 0 injects 100 lines/s of 100 words over 1,000 keys for 20 s
   (``--quick``: 8 s); steady-state p50/p99 epoch latency (injection until the probe

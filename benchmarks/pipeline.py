@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 
-from _common import ROOT, parse_args, percentiles, table, write_report
+from _common import ROOT, figure, parse_args, percentiles, style, table, write_report
 
 sys.path.insert(0, os.path.join(ROOT, "examples", "pipeline"))
 
@@ -149,21 +149,13 @@ def main() -> None:
         "epoch_latency_p50_ms_kafka": ends["kafka"]["latency_ms"]["p50"],
     }
     write_report(args.json, "pipeline", summary, results)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for mode, e in ends.items():
-        xs = sorted(e["per_epoch_ms"])
-        ax.plot(xs, [e["per_epoch_ms"][x] for x in xs], marker="o", label=f"{mode} progress")
-    ax.set_xlabel("epoch (a process joins after a third of them)")
-    ax.set_ylabel("Spark write -> results in Kafka (ms)")
-    ax.set_title(f"pipeline, {events:,} clicks: per-epoch latency")
-    ax.legend()
-    fig.tight_layout()
-    png = os.path.splitext(args.json)[0] + "_latency.png"
-    fig.savefig(png, dpi=110)
-    print(f"wrote {png}")
+    with figure(os.path.splitext(args.json)[0] + "_latency.png", figsize=(7, 3.5)) as ax:
+        for mode, e in ends.items():
+            xs = sorted(e["per_epoch_ms"])
+            ax.plot(xs, [e["per_epoch_ms"][x] for x in xs], marker="o", label=f"{mode} progress")
+        style(ax, xlabel="epoch (a process joins after a third of them)",
+              ylabel="Spark write -> results in Kafka (ms)", title=f"pipeline, {events:,} clicks: per-epoch latency",
+              legend=True)
 
 
 if __name__ == "__main__":

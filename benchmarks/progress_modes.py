@@ -1,6 +1,6 @@
 """Peer-to-peer vs Kafka progress, the same dataflows and the same join, in one run.
 
-1. Latency: seed 003's WordCount (benchmarks/_jobs.py ``latency``) on 2 processes x 2
+1. Latency: seed 003's WordCount (benchmarks/_rescaling_latency_job.py) on 2 processes x 2
    workers at 20, 50, 200 and 500 epochs/s in each mode, each run with one join
    halfway: per-epoch latency p50/p99 over the whole run and before the join, and p99
    around the join (from the joiner's start until 1 s after it finished
@@ -29,7 +29,7 @@ import tempfile
 import time
 
 import numpy as np
-from _common import ROOT, parse_args, table, write_report
+from _common import ROOT, figure, parse_args, style, table, write_report
 from rescaling_latency import percentiles, phases, run as run_latency
 
 from broker.tansu import TansuBroker
@@ -77,34 +77,21 @@ def history_run(mode, history, broker, interval=1000):
 
 
 def plot(latency, joins, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for mode, result in latency.items():
-        if "@50/s" not in mode and "@500/s" not in mode:
-            continue
-        t = np.array([e[0] for e in result["epochs"]])
-        lat = np.array([e[1] * 1e3 for e in result["epochs"]])
-        a.scatter(t, lat, s=3, alpha=0.4, label=mode)
-        for s in result["join_spawn"]:
-            a.axvline(s, linestyle="--", color="gray")
-    a.set_yscale("log")
-    a.set_xlabel("time (s)")
-    a.set_ylabel("epoch latency (ms)")
-    a.set_title("WordCount 2x2 at 50 and 500 epochs/s, one join (dashed)")
-    a.legend()
-    for label, rows in joins.items():
-        b.plot([r["history"] for r in rows], [r["join_s"] * 1e3 for r in rows], marker="o", label=label)
-    b.set_xscale("log")
-    b.set_yscale("log")
-    b.set_xlabel("history before the join (epochs)")
-    b.set_ylabel("join time: start to caught up (ms)")
-    b.set_title("Join time vs length of history")
-    b.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    with figure(path, 1, 2, figsize=(12, 4.5)) as (a, b):
+        for mode, result in latency.items():
+            if "@50/s" not in mode and "@500/s" not in mode:
+                continue
+            t = np.array([e[0] for e in result["epochs"]])
+            lat = np.array([e[1] * 1e3 for e in result["epochs"]])
+            a.scatter(t, lat, s=3, alpha=0.4, label=mode)
+            for s in result["join_spawn"]:
+                a.axvline(s, linestyle="--", color="gray")
+        style(a, ylog=True, xlabel="time (s)", ylabel="epoch latency (ms)",
+              title="WordCount 2x2 at 50 and 500 epochs/s, one join (dashed)", legend=True)
+        for label, rows in joins.items():
+            b.plot([r["history"] for r in rows], [r["join_s"] * 1e3 for r in rows], marker="o", label=label)
+        style(b, xlog=True, ylog=True, xlabel="history before the join (epochs)",
+              ylabel="join time: start to caught up (ms)", title="Join time vs length of history", legend=True)
 
 
 RATES = (20, 50, 200, 500)

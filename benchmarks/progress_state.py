@@ -27,11 +27,11 @@ import tempfile
 import time
 
 import numpy as np
-from _common import ROOT, parse_args, table, write_report
+from _common import ROOT, figure, parse_args, style, table, write_report
 
 from timely.launch import LocalCluster
 
-JOBS = os.path.join(ROOT, "benchmarks", "_jobs.py")
+JOB = os.path.join(ROOT, "benchmarks", "_progress_state_job.py")
 DATAFLOWS = ("chain", "exchange", "iterate")
 WORKERS = (1, 2, 4)
 SAMPLES = 40
@@ -45,7 +45,7 @@ def run(dataflow, workers, epochs, records=3):
         args = ["--dataflow", dataflow, "--epochs", str(epochs), "--records", str(records),
                 "--every", str(every), "--output", output]
         started = time.perf_counter()
-        with LocalCluster([JOBS, "progress_state"], slots=1, workers=workers, extra=args) as cluster:
+        with LocalCluster(JOB, slots=1, workers=workers, extra=args) as cluster:
             cluster.start(1)
             codes = cluster.wait(900)
             if any(codes):
@@ -78,28 +78,20 @@ def bounded(samples, tolerance=1.0):
 
 
 def plot(results, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(DATAFLOWS), figsize=(14, 4.2))
-    for ax, dataflow in zip(axes, DATAFLOWS):
-        top = 0
-        for r in results:
-            if r["dataflow"] != dataflow:
-                continue
-            samples = r["samples"][0]
-            top = max(top, max(s[1] for s in samples))
-            ax.plot([s[0] for s in samples], [s[1] for s in samples], marker=".", markersize=3,
-                    label=f"{r['workers']} worker{'s' if r['workers'] > 1 else ''} ({r['epochs']:,} epochs)")
-        ax.set_title(dataflow)
-        ax.set_xlabel("epochs")
-        ax.set_ylabel("progress state entries (worker 0)")
-        ax.set_ylim(0, top * 1.15 + 1)
-        ax.legend(fontsize=8)
-    fig.suptitle("Accumulated progress state vs epochs (1 process with a hostfile, rescaling on)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    with figure(path, 1, len(DATAFLOWS), figsize=(14, 4.2),
+                suptitle="Accumulated progress state vs epochs (1 process with a hostfile, rescaling on)") as axes:
+        for ax, dataflow in zip(axes, DATAFLOWS):
+            top = 0
+            for r in results:
+                if r["dataflow"] != dataflow:
+                    continue
+                samples = r["samples"][0]
+                top = max(top, max(s[1] for s in samples))
+                ax.plot([s[0] for s in samples], [s[1] for s in samples], marker=".", markersize=3,
+                        label=f"{r['workers']} worker{'s' if r['workers'] > 1 else ''} ({r['epochs']:,} epochs)")
+            ax.set_ylim(0, top * 1.15 + 1)
+            style(ax, title=dataflow, xlabel="epochs", ylabel="progress state entries (worker 0)",
+                  legend={"fontsize": 8})
 
 
 def epochs_for(dataflow, workers, quick):

@@ -16,11 +16,11 @@ import tempfile
 import time
 
 import numpy as np
-from _common import ROOT, parse_args, percentiles, table, write_report
+from _common import ROOT, figure, parse_args, percentiles, style, table, write_report
 
 from timely.launch import LocalCluster
 
-JOBS = os.path.join(ROOT, "benchmarks", "_jobs.py")
+JOB = os.path.join(ROOT, "benchmarks", "_rescaling_latency_job.py")
 JOINED = re.compile(r"joined at ([0-9.]+) after ([0-9.]+) s")
 CPU = re.compile(r"^cpu ([0-9.]+) s after building$")
 
@@ -31,7 +31,7 @@ def run(duration, rate, joins, extra=()):
         output = os.path.join(tmp, "latency.json")
         args = ["--duration", str(duration), "--rate", str(rate), "--output", output, "--timeout", "15",
                 *extra]
-        with LocalCluster([JOBS, "latency"], slots=2 + joins, workers=2, extra=args) as cluster:
+        with LocalCluster(JOB, slots=2 + joins, workers=2, extra=args) as cluster:
             cluster.start(2)
             started = time.time()
             for k in range(joins):
@@ -72,33 +72,25 @@ def phases(result):
 
 
 def plot(result, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     t = np.array([e[0] for e in result["epochs"]])
     lat = np.array([e[1] * 1e3 for e in result["epochs"]])
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    ax.scatter(t, lat, s=3, alpha=0.35, color="tab:gray", label="epoch latency")
-    windows = np.arange(0, t.max() + 1, 1.0) if t.size else []
-    for q, color in ((50, "tab:blue"), (99, "tab:red")):
-        xs, ys = [], []
-        for w in windows:
-            sel = lat[(t >= w) & (t < w + 1)]
-            if sel.size:
-                xs.append(w + 0.5)
-                ys.append(np.percentile(sel, q))
-        ax.plot(xs, ys, color=color, label=f"p{q} per second")
-    for k, (s, d) in enumerate(zip(result["join_spawn"], result["join_done"])):
-        ax.axvline(s, color="tab:green", linestyle="--", label="join starts" if k == 0 else None)
-        ax.axvline(d, color="tab:purple", linestyle=":", label="joiner bootstrapped" if k == 0 else None)
-    ax.set_yscale("log")
-    ax.set_xlabel("time since start (s)")
-    ax.set_ylabel("epoch latency (ms)")
-    ax.set_title("WordCount, 2x2 workers, +1 process at 1/3 and 2/3 (pytimely, peer-to-peer bootstrap)")
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    with figure(path, figsize=(10, 4.5)) as ax:
+        ax.scatter(t, lat, s=3, alpha=0.35, color="tab:gray", label="epoch latency")
+        windows = np.arange(0, t.max() + 1, 1.0) if t.size else []
+        for q, color in ((50, "tab:blue"), (99, "tab:red")):
+            xs, ys = [], []
+            for w in windows:
+                sel = lat[(t >= w) & (t < w + 1)]
+                if sel.size:
+                    xs.append(w + 0.5)
+                    ys.append(np.percentile(sel, q))
+            ax.plot(xs, ys, color=color, label=f"p{q} per second")
+        for k, (s, d) in enumerate(zip(result["join_spawn"], result["join_done"])):
+            ax.axvline(s, color="tab:green", linestyle="--", label="join starts" if k == 0 else None)
+            ax.axvline(d, color="tab:purple", linestyle=":", label="joiner bootstrapped" if k == 0 else None)
+        style(ax, ylog=True, xlabel="time since start (s)", ylabel="epoch latency (ms)",
+              title="WordCount, 2x2 workers, +1 process at 1/3 and 2/3 (pytimely, peer-to-peer bootstrap)",
+              legend={"loc": "upper right", "fontsize": 8})
 
 
 def main():

@@ -1,10 +1,10 @@
 """The experiment seed 003 §5 wished it had run: a saturated process, a join, latency falls.
 
 One process (1 worker) runs WordCount over ``state_machine`` whose fold also does
-``--work`` steps of per-key work (``_jobs.heavy_add``: the stateful operator, not the
-routing, is the bottleneck, as with an expensive per-key model update). Input is due at
-a fixed rate the process cannot keep up with, so epochs queue and latency (measured from
-when each epoch was due: an open loop, no coordinated omission) grows. A
+``--work`` steps of per-key work (``_migration_job.heavy_add``: the stateful operator,
+not the routing, is the bottleneck, as with an expensive per-key model update). Input is
+due at a fixed rate the process cannot keep up with, so epochs queue and latency
+(measured from when each epoch was due: an open loop, no coordinated omission) grows. A
 second process joins; the rebalancer moves half of the bins (their state) to it, the
 backlog drains, and latency falls. Final states are checked against what was injected.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from _common import parse_args, percentiles, table, write_report
+from _common import figure, parse_args, percentiles, style, table, write_report
 from migration import run_migration
 
 
@@ -66,26 +66,17 @@ def main() -> None:
     write_report(args.json, "saturation", summary,
                  {name: {"epochs": r["epochs"], "joins": r["joins"], "join_spawn": r["join_spawn"]}
                   for name, r in runs.items()})
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 3.8))
-    for name, color in (("alone", "tab:gray"), ("join", "tab:blue")):
-        r = runs[name]
-        ax.scatter([t for _, t, _ in r["epochs"]], [lat * 1e3 for _, _, lat in r["epochs"]], s=3,
-                   color=color, label="1 process, no join" if name == "alone" else "a 2nd process joins")
-    ax.axvline(runs["join"]["join_spawn"][0], color="tab:red", ls="--", label="join")
-    if join["start"] is not None and join["end"] is not None:
-        ax.axvspan(join["start"], join["end"], color="tab:orange", alpha=0.2, label="bins move")
-    ax.set_yscale("log")
-    ax.set_xlabel("injection time (s)")
-    ax.set_ylabel("epoch latency (ms)")
-    ax.set_title(f"saturated WordCount ({args.rate:g} epochs/s, heavy fold): a join takes a share")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    png = os.path.splitext(args.json)[0] + ".png"
-    fig.savefig(png, dpi=110)
-    print(f"wrote {png}")
+    with figure(os.path.splitext(args.json)[0] + ".png", figsize=(8, 3.8)) as ax:
+        for name, color in (("alone", "tab:gray"), ("join", "tab:blue")):
+            r = runs[name]
+            ax.scatter([t for _, t, _ in r["epochs"]], [lat * 1e3 for _, _, lat in r["epochs"]], s=3,
+                       color=color, label="1 process, no join" if name == "alone" else "a 2nd process joins")
+        ax.axvline(runs["join"]["join_spawn"][0], color="tab:red", ls="--", label="join")
+        if join["start"] is not None and join["end"] is not None:
+            ax.axvspan(join["start"], join["end"], color="tab:orange", alpha=0.2, label="bins move")
+        style(ax, ylog=True, xlabel="injection time (s)", ylabel="epoch latency (ms)",
+              title=f"saturated WordCount ({args.rate:g} epochs/s, heavy fold): a join takes a share",
+              legend={"loc": "upper left", "fontsize": 8})
 
 
 if __name__ == "__main__":

@@ -3,11 +3,11 @@
 Every run is real processes on 127.0.0.1: a cluster of 3 processes x 1 worker
 (``--workers``) runs seed 003's WordCount over ``state_machine`` (running counts per
 key, 256 bins, the cluster's own rebalancer as control; ``_scalein_job.py``, which is
-``_jobs.py migration`` with the leave's log lines at INFO and wall-clock stamped).
+``_migration_job.py migration`` with the leave's log lines at INFO and wall-clock stamped).
 Worker 0 (process 0) first loads N distinct keys (100,000 per epoch), prints ``steady``,
 then injects ``--rate`` epochs/s (20), each one line of 100 words drawn from those N
 keys, recording per epoch the time from sending it to its probe passing it
-(``_jobs.paced_epochs``). The other workers close their inputs at once; process 2's
+(``_job_common.paced_epochs``). The other workers close their inputs at once; process 2's
 worker holds a third of the bins (so about N/3 keys). Some seconds after ``steady``
 the parent sends process 2 SIGTERM and times, by wall clock, SIGTERM -> the process's
 exit (``waitpid`` in a thread). From the leaver's stamped log lines the leave splits
@@ -17,7 +17,7 @@ to workers 0 and 1, ``ships N bins (K keys)`` per step), -> ``has drained and le
 (drain: everything routed to it processed, ``stopped`` from every other worker), ->
 exit (goodbyes, in Kafka mode closing its log, final report, interpreter exit). Worker
 0 keeps injecting until its probe passed the configuration that balances the table
-over the remaining workers (``_jobs.MigrationTracker``), then ``--tail`` seconds more.
+over the remaining workers (``_migration_job.MigrationTracker``), then ``--tail`` seconds more.
 
 1. Leave time against state size: N = 10k, 100k, 1M keys (``--quick``: 10k, 100k);
    each with the rebalancer's ``--migration batched`` (the default: per step several
@@ -64,7 +64,7 @@ import time
 from contextlib import nullcontext
 
 import numpy as np
-from _common import ROOT, parse_args, percentiles, table, write_report
+from _common import ROOT, figure, parse_args, percentiles, style, table, write_report
 from migration import FINAL, STEADY, check_states, in_flight, lines_matching, wait_line
 from progress_modes import mode_args
 from tqdm import tqdm
@@ -351,62 +351,51 @@ def part_timeline(args, broker, bar, problems, failed):
 
 
 def plot(timeline, controls, cells, sizes, args, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     n = len(timeline) + (1 if cells else 0)
     if not n:
         return
-    fig, axes = plt.subplots(n, 1, figsize=(10, 3.2 * n), squeeze=False)
-    for ax, (mode, r) in zip(axes[:, 0], timeline.items()):
-        t = np.array([e[1] for e in r["epochs"]])
-        lat = np.array([e[2] * 1e3 for e in r["epochs"]])
-        ax.scatter(t, lat, s=3, alpha=0.35, color="tab:gray", label="epoch latency")
-        for q, color in ((50, "tab:blue"), (99, "tab:red")):
-            xs, ys = [], []
-            for w in np.arange(0, (t.max() if t.size else 0) + 0.5, 0.5):
-                sel = lat[(t >= w) & (t < w + 0.5)]
-                if sel.size:
-                    xs.append(w + 0.25)
-                    ys.append(np.percentile(sel, q))
-            ax.plot(xs, ys, color=color, linewidth=1, label=f"p{q} per 0.5 s")
-        if mode in controls:
-            ct = np.array([e[1] for e in controls[mode]["epochs"]])
-            cl = np.array([e[2] * 1e3 for e in controls[mode]["epochs"]])
-            xs, ys = [], []
-            for w in np.arange(0, (ct.max() if ct.size else 0) + 0.5, 0.5):
-                sel = cl[(ct >= w) & (ct < w + 0.5)]
-                if sel.size:
-                    xs.append(w + 0.25)
-                    ys.append(np.percentile(sel, 50))
-            ax.plot(xs, ys, color="tab:cyan", linewidth=1, linestyle="-.", label="p50 per 0.5 s, a run without the leave")
-        ax.axvspan(r["sigterm"], r["exit"], color="tab:orange", alpha=0.2, label="leaving (SIGTERM to exit)")
-        ax.axvline(r["sigterm"], color="tab:red", linestyle="--", label="SIGTERM")
-        if r["marks"]["quiesced"] is not None:
-            ax.axvline(r["marks"]["quiesced"], color="tab:green", linestyle=":", label="bins all moved out")
-        ax.axvline(r["exit"], color="tab:purple", linestyle="--", label="leaver exited")
-        ax.set_yscale("log")
-        ax.set_ylabel("latency (ms)")
-        ax.set_xlabel("time since steady start (s)")
-        ax.set_title(f"{mode}: WordCount over state_machine, {r['keys']:,} keys, 3 processes, "
-                     f"process {LEAVER} leaves (batched)", fontsize=10)
-        ax.legend(loc="upper left", fontsize=7, ncol=2)
-    if cells:
-        ax = axes[-1, 0]
-        for mode in args.modes:
-            for strategy, marker in zip(args.strategies, "os^"):
-                ys = [cells.get((mode, strategy, k), {}).get("leave_s") for k in sizes]
-                ax.plot(sizes, [np.nan if y is None else y for y in ys], marker=marker,
-                        linestyle="-" if mode == "p2p" else "--", label=f"{mode} {strategy}")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("keys in the state (the leaver holds about a third)")
-        ax.set_ylabel("SIGTERM -> exit (s)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    with figure(path, n, 1, figsize=(10, 3.2 * n), squeeze=False) as axes:
+        for ax, (mode, r) in zip(axes[:, 0], timeline.items()):
+            t = np.array([e[1] for e in r["epochs"]])
+            lat = np.array([e[2] * 1e3 for e in r["epochs"]])
+            ax.scatter(t, lat, s=3, alpha=0.35, color="tab:gray", label="epoch latency")
+            for q, color in ((50, "tab:blue"), (99, "tab:red")):
+                xs, ys = [], []
+                for w in np.arange(0, (t.max() if t.size else 0) + 0.5, 0.5):
+                    sel = lat[(t >= w) & (t < w + 0.5)]
+                    if sel.size:
+                        xs.append(w + 0.25)
+                        ys.append(np.percentile(sel, q))
+                ax.plot(xs, ys, color=color, linewidth=1, label=f"p{q} per 0.5 s")
+            if mode in controls:
+                ct = np.array([e[1] for e in controls[mode]["epochs"]])
+                cl = np.array([e[2] * 1e3 for e in controls[mode]["epochs"]])
+                xs, ys = [], []
+                for w in np.arange(0, (ct.max() if ct.size else 0) + 0.5, 0.5):
+                    sel = cl[(ct >= w) & (ct < w + 0.5)]
+                    if sel.size:
+                        xs.append(w + 0.25)
+                        ys.append(np.percentile(sel, 50))
+                ax.plot(xs, ys, color="tab:cyan", linewidth=1, linestyle="-.",
+                        label="p50 per 0.5 s, a run without the leave")
+            ax.axvspan(r["sigterm"], r["exit"], color="tab:orange", alpha=0.2, label="leaving (SIGTERM to exit)")
+            ax.axvline(r["sigterm"], color="tab:red", linestyle="--", label="SIGTERM")
+            if r["marks"]["quiesced"] is not None:
+                ax.axvline(r["marks"]["quiesced"], color="tab:green", linestyle=":", label="bins all moved out")
+            ax.axvline(r["exit"], color="tab:purple", linestyle="--", label="leaver exited")
+            style(ax, ylog=True, ylabel="latency (ms)", xlabel="time since steady start (s)",
+                  title=f"{mode}: WordCount over state_machine, {r['keys']:,} keys, 3 processes, "
+                        f"process {LEAVER} leaves (batched)", title_size=10,
+                  legend={"loc": "upper left", "fontsize": 7, "ncol": 2})
+        if cells:
+            ax = axes[-1, 0]
+            for mode in args.modes:
+                for strategy, marker in zip(args.strategies, "os^"):
+                    ys = [cells.get((mode, strategy, k), {}).get("leave_s") for k in sizes]
+                    ax.plot(sizes, [np.nan if y is None else y for y in ys], marker=marker,
+                            linestyle="-" if mode == "p2p" else "--", label=f"{mode} {strategy}")
+            style(ax, xlog=True, ylog=True, xlabel="keys in the state (the leaver holds about a third)",
+                  ylabel="SIGTERM -> exit (s)", grid="both", legend={"fontsize": 8})
 
 
 def main():
@@ -470,7 +459,6 @@ def main():
     summary["failed_checks"] = problems
     summary["total_seconds"] = round(time.perf_counter() - started, 1)
     png = os.path.splitext(args.json)[0] + ".png"
-    os.makedirs(os.path.dirname(os.path.abspath(png)), exist_ok=True)
     plot(timeline, controls, cells, sizes, args, png)
     write_report(args.json, "scalein", summary,
                  {"sizes": [{"mode": m, "strategy": s, "keys": k, **c} for (m, s, k), c in cells.items()],

@@ -25,7 +25,7 @@ import time
 import uuid
 
 import numpy as np
-from _common import ROOT, parse_args, percentiles, table, write_report
+from _common import ROOT, figure, parse_args, percentiles, style, table, write_report
 from tqdm import tqdm
 
 from broker import ProgressLog, Subscriber
@@ -91,28 +91,19 @@ def run(segment_records: int, rate: float, seconds: float, bar: tqdm, options: d
 
 
 def plot(runs: dict, path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (a, b) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-    for name, r in runs.items():
-        xs = [w["records"] for w in r["windows"]]
-        a.plot(xs, [np.nan if w["p50"] is None else w["p50"] for w in r["windows"]], marker="o", label=f"{name} p50")
-        a.plot(xs, [np.nan if w["p99"] is None else w["p99"] for w in r["windows"]], linestyle="--",
-               label=f"{name} p99")
-        b.plot(xs, [100 * w["broker_cpu"] for w in r["windows"]], marker="o", label=name)
-    a.set_yscale("log")
-    a.set_ylabel("append -> delivered (ms)")
-    a.set_title("One progress log tailed through Tansu: one topic vs segments")
-    a.grid(True, which="both", alpha=0.3)
-    a.legend(fontsize=8)
-    b.set_ylabel("broker CPU (% of a core)")
-    b.set_xlabel("records appended to the log")
-    b.grid(True, alpha=0.3)
-    b.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    with figure(path, 2, 1, figsize=(8, 7), sharex=True) as (a, b):
+        for name, r in runs.items():
+            xs = [w["records"] for w in r["windows"]]
+            a.plot(xs, [np.nan if w["p50"] is None else w["p50"] for w in r["windows"]], marker="o",
+                   label=f"{name} p50")
+            a.plot(xs, [np.nan if w["p99"] is None else w["p99"] for w in r["windows"]], linestyle="--",
+                   label=f"{name} p99")
+            b.plot(xs, [100 * w["broker_cpu"] for w in r["windows"]], marker="o", label=name)
+        style(a, ylog=True, ylabel="append -> delivered (ms)",
+              title="One progress log tailed through Tansu: one topic vs segments", grid="both",
+              legend={"fontsize": 8})
+        style(b, ylabel="broker CPU (% of a core)", xlabel="records appended to the log", grid="major",
+              legend={"fontsize": 8})
 
 
 def main() -> None:

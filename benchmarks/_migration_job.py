@@ -1,34 +1,12 @@
-"""Jobs that the cluster benchmarks launch as processes: ``python benchmarks/_jobs.py JOB ...``.
+"""The jobs of ``benchmarks/migration.py``: ``python benchmarks/_migration_job.py JOB ...``.
 
-``latency``: seed 003 §5's WordCount. Worker 0 injects ``--rate`` epochs per second,
-each one line of ``--words`` words over ``--keys`` distinct words; words are exchanged
-by value (current routing, so joined workers take a share) and counted per epoch. For
-every epoch worker 0 records when it was injected and when the probe passed it. The
-other original workers close their inputs at once; a joining worker bootstraps and
-steps along. Worker 0 writes ``{"start", "epochs": [[inject_offset, latency], ...],
-"progress": {...}}`` to ``--output``; a joiner prints ``joined at WALLTIME``. With
-``--rate 0`` worker 0 injects as fast as it can: the next epoch as soon as the probe
-passed the previous one (a throughput run). Every process prints ``cpu SECONDS s after
-building`` (its CPU time since its dataflow was built) when it is done.
-
-``progress_state``: one dataflow (``--dataflow chain|exchange|iterate``) fed ``--epochs``
-epochs of ``--records`` records by every worker, one epoch at a time, each stepped until
-the probe passes it; every ``--every`` epochs each worker samples
-``progress_state_size()``. Writes ``{"workers": [[[epoch, entries, recorded], ...], ...],
-"seconds"}`` to ``--output``.
-
-``bootstrap_state``: worker 0 holds ``--caps`` capabilities at ``--caps`` distinct
-future times (so the progress state has about that many entries) and prints ``ready``
-once its state holds them; after a process joined (``-j 0``) and finished bootstrapping
-it prints the server's pause and entries sent, releases the capabilities and closes its
-input, so every process completes. A joiner prints ``joined at WALLTIME after S s``.
-
-``migration``: WordCount over ``state_machine`` while processes join and the rebalancer
-moves bins to them (optionally after loading N keys); worker 0 records per-epoch
-latency and the migrations' markers, every worker prints its final state (see
-``migration``). ``stateful_steady``: ``state_machine`` against the same running counts
-behind a plain ``Exchange`` (``exchange_running_counts``), closed loop (see
-``stateful_steady``).
+``migration`` (also run by ``saturation.py``, through ``migration.run_migration``, and
+by ``_scalein_job.py``): WordCount over ``state_machine`` while processes join and the
+rebalancer moves bins to them (optionally after loading N keys); worker 0 records
+per-epoch latency and the migrations' markers, every worker prints its final state
+(see ``migration``). ``stateful_steady``: ``state_machine`` against the same running
+counts behind a plain ``Exchange`` (``exchange_running_counts``), closed loop (see
+``stateful_steady``). ``migration.py`` checks the final states with ``digest``.
 """
 from __future__ import annotations
 
@@ -40,266 +18,18 @@ import random
 import re
 import sys
 import time
-from collections import Counter, deque
+from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 
 import timely  # noqa: E402
+from _job_common import paced_arguments, paced_epochs  # noqa: E402
 from timely import Exchange  # noqa: E402
 from timely.megaphone.state import apply_fold  # noqa: E402
-from wordcount import add, count_words, pairs, running_counts  # noqa: E402
+from wordcount import add, pairs, running_counts  # noqa: E402
 
 
-def paced_arguments(duration: float) -> argparse.ArgumentParser:
-    """The options of a job that injects with ``paced_epochs``: ``--duration`` (seconds;
-    default ``duration``), ``--rate``, ``--words`` per line, ``--keys``, ``--output``."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--duration", type=float, default=duration)
-    parser.add_argument("--rate", type=float, default=100.0, help="epochs (lines) per second")
-    parser.add_argument("--words", type=int, default=100)
-    parser.add_argument("--keys", type=int, default=1000)
-    parser.add_argument("--output")
-    return parser
-
-
-def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None, on_step=None,
-                 scheduled=False):
-    """Worker 0's injection loop: one line (``next_line()``) per epoch, ``rate`` epochs
-    per second (``rate <= 0``: the next as soon as the probe passed the last), while
-    ``running(now)``; then closes ``source`` and steps until the probe passed the epochs
-    still in flight. ``on_inject(epoch, now)`` after each injection, ``on_step(now)``
-    after each step. Returns ``([(epoch, injected, completed), ...], epochs injected)``
-    with wall-clock times (epochs in flight at the close are not listed). ``scheduled``:
-    an epoch's injection time is when it was due, not when the loop got to it (an open
-    loop: a saturated worker falls behind schedule, and the lag counts as latency)."""
-    flat_out = rate <= 0
-    period = 0.0 if flat_out else 1.0 / rate
-    pending: deque = deque()
-    epochs = []
-    epoch = source.time()
-    next_at = time.time()
-    while True:
-        now = time.time()
-        if not running(now):
-            break
-        if (not pending) if flat_out else now >= next_at:
-            source.send_batch([next_line()])
-            epoch += 1
-            source.advance_to(epoch)
-            pending.append((epoch - 1, next_at if scheduled and not flat_out else now))
-            next_at += period
-            if on_inject is not None:
-                on_inject(epoch, now)
-        worker.step_or_park(0.005 if flat_out else max(0.0, min(0.005, next_at - time.time())))
-        done = time.time()
-        while pending and not probe.less_equal(pending[0][0]):
-            e, injected = pending.popleft()
-            epochs.append((e, injected, done))
-        if on_step is not None:
-            on_step(done)
-    source.close()
-    while pending and not probe.done():
-        worker.step_or_park(0.005)
-        if scheduled:       # an open loop counts the backlog at the close too
-            done = time.time()
-            while pending and not probe.less_equal(pending[0][0]):
-                e, injected = pending.popleft()
-                epochs.append((e, injected, done))
-    return epochs, epoch
-
-
-def latency(argv):
-    parser = paced_arguments(duration=40.0)
-    args, rest = parser.parse_known_args(argv)
-    config = timely.Config.from_args(rest)
-    rng = random.Random(11)
-    vocabulary = [f"k{i}" for i in range(args.keys)]
-    built = [None]     # process CPU time once the first worker built its dataflow
-
-    def build(worker):
-        def dataflow(scope):
-            source, lines = scope.new_input()
-            counted = count_words(lines.flat_map(str.split))
-            return source, counted.probe()
-        source, probe = worker.dataflow(dataflow)
-        if built[0] is None:
-            built[0] = time.process_time()
-        if worker.bootstrap():
-            sys.stdout.write(f"joined at {time.time():.6f} after {worker.bootstrap_seconds:.4f} s\n")
-            source.close()
-            return None
-        if worker.index != 0:
-            source.close()
-            return None
-        start = time.time()
-        state_sizes = []
-
-        def sample(epoch, now):
-            if epoch % 100 == 0:
-                state_sizes.append((now - start, worker.progress_state_size()["state_entries"]))
-        timed, epoch = paced_epochs(worker, source, probe, args.rate,
-                                    lambda: " ".join(rng.choices(vocabulary, k=args.words)),
-                                    lambda now: now - start < args.duration, on_inject=sample)
-        epochs = [(injected - start, done - injected) for _, injected, done in timed]
-        result = {"start": start, "epochs": epochs, "state_sizes": state_sizes, "injected": epoch,
-                  "duration": args.duration, "words": args.words, "rescaling": worker.config.rescaling,
-                  "progress": {"batches_sent": sum(p.batches_sent for p in worker.progcasters.values()),
-                               "updates_sent": sum(p.updates_sent for p in worker.progcasters.values())},
-                  "bootstrap_pauses": worker.bootstrap_pauses}
-        if args.output:
-            with open(args.output, "w") as f:
-                json.dump(result, f)
-        return None
-
-    timely.execute(config, build)
-    # every process: its CPU time (all threads), which load from other programs barely
-    # moves, since the dataflow was built (start-up excluded)
-    sys.stdout.write(f"cpu {time.process_time() - built[0]:.4f} s after building\n")
-
-
-# ---- progress_state ---------------------------------------------------------------------
-def _chain(scope, stream):
-    """input -> 10 maps -> (probe)."""
-    for i in range(10):
-        stream = stream.map(lambda x: x + 1)
-    return stream
-
-
-def _exchange_heavy(scope, stream):
-    """input -> exchange/map x3 -> per-epoch count (unary_notify, exchanged) -> (probe)."""
-    for i in range(3):
-        stream = stream.exchange(lambda x: x).map(lambda x: x * 7 + 3)
-    counts: dict = {}
-
-    def logic(input, output, notificator):
-        for cap, batch in input:
-            if cap.time not in counts:
-                counts[cap.time] = 0
-                notificator.notify_at(cap.retain())
-            counts[cap.time] += len(batch)
-        for cap in notificator:
-            output.give_batch(cap, [counts.pop(cap.time)])
-            cap.drop()
-    return stream.unary_notify(timely.Exchange(lambda x: x), "CountPerEpoch", [], logic)
-
-
-ROUNDS = 3
-
-
-def _iterate(scope, stream):
-    """input -> iterative scope: concat(entered, loop) -> map(+1) -> filter(< ROUNDS) ->
-    loop; the concatenation leaves -> (probe)."""
-    def body(inner):
-        handle, looped = inner.loop_variable(1)
-        current = stream.map(lambda x: 0).enter(inner).concat(looped)
-        current.map(lambda x: x + 1).filter(lambda x: x < ROUNDS).connect_loop(handle)
-        return current.leave()
-    return scope.iterative(body)
-
-
-DATAFLOWS = {"chain": _chain, "exchange": _exchange_heavy, "iterate": _iterate}
-
-
-def progress_state(argv):
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--dataflow", choices=sorted(DATAFLOWS), default="chain")
-    parser.add_argument("--epochs", type=int, default=100_000)
-    parser.add_argument("--records", type=int, default=3, help="records per worker per epoch")
-    parser.add_argument("--every", type=int, default=500, help="sample the state every N epochs")
-    parser.add_argument("--output")
-    args, rest = parser.parse_known_args(argv)
-    config = timely.Config.from_args(rest)
-    shape = DATAFLOWS[args.dataflow]
-
-    def build(worker):
-        def dataflow(scope):
-            source, stream = scope.new_input()
-            return source, shape(scope, stream).probe()
-        source, probe = worker.dataflow(dataflow)
-        samples = []
-        started = time.perf_counter()
-        base = worker.index * 1_000_003
-        for epoch in range(args.epochs):
-            source.send_batch(range(base + epoch, base + epoch + args.records))
-            source.advance_to(epoch + 1)
-            worker.step_while(lambda: probe.less_than(epoch + 1))
-            if (epoch + 1) % args.every == 0:
-                size = worker.progress_state_size()
-                samples.append((epoch + 1, size["state_entries"], size["recorded_batches"]))
-        seconds = time.perf_counter() - started
-        source.close()
-        return samples, seconds
-
-    results = timely.execute(config, build)
-    doc = {"dataflow": args.dataflow, "epochs": args.epochs, "workers": [r[0] for r in results],
-           "seconds": max(r[1] for r in results), "accumulating": config.rescaling and config.cluster}
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(doc, f)
-
-
-# ---- bootstrap_state --------------------------------------------------------------------
-def bootstrap_state(argv):
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--caps", type=int, default=1000, help="capabilities worker 0 holds")
-    args, rest = parser.parse_known_args(argv)
-    config = timely.Config.from_args(rest)
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", stream=sys.stdout)
-    logging.getLogger("timely.rescaling").setLevel(logging.INFO)   # the server's "sent N entries"
-
-    def build(worker):
-        held: list = []
-        release = [False]
-        activate: list = []
-
-        def dataflow(scope):
-            source, stream = scope.new_input()
-
-            def constructor(cap, info):
-                if info.worker_index == 0 and not worker.is_joiner:
-                    held.extend(cap.delayed(t) for t in range(1, args.caps + 1))
-                cap.drop()
-                activate.append(info.activator(worker))
-
-                def logic(input, output):
-                    for _ in input:
-                        pass
-                    if release[0] and held:
-                        for c in held:
-                            c.drop()
-                        held.clear()
-                return logic
-            return source, stream.unary(None, "Hold", constructor).probe()
-
-        source, probe = worker.dataflow(dataflow)
-        joined = worker.bootstrap()
-        source.close()
-        if joined:
-            sys.stdout.write(f"joined at {time.time():.6f} after {worker.bootstrap_seconds:.6f} s\n")
-            return None
-        if worker.index != 0:
-            return None
-        built = time.perf_counter()
-        worker.step_while(lambda: worker.progress_state_size()["state_entries"] < args.caps)
-        sys.stdout.write(f"ready entries {worker.progress_state_size()['state_entries']} "
-                         f"after {time.perf_counter() - built:.6f} s\n")
-        # wait for a process to join and finish bootstrapping (its "joined" reaches us)
-        worker.step_while(lambda: not (worker.bootstrap_pauses and worker.routing_peers > worker.initial_peers))
-        sys.stdout.write(f"served pause {worker.bootstrap_pauses[0]:.6f} s, state entries now "
-                         f"{worker.progress_state_size()['state_entries']}\n")
-        released = time.perf_counter()
-        release[0] = True
-        activate[0]()
-        worker.step_while(lambda: not probe.done())
-        sys.stdout.write(f"released in {time.perf_counter() - released:.6f} s\n")
-        return None
-
-    timely.execute(config, build)
-
-
-
-# ---- migration (Megaphone) --------------------------------------------------------------
 def digest(counts: dict) -> list[int]:
     """``[keys, sum of counts, sum of count * (i + 1), sum of count**2]`` over keys
     ``"k<i>"``: for disjoint key sets (bins of different workers) the digest of the
@@ -615,6 +345,6 @@ def stateful_steady(argv):
 
     timely.execute(config, build)
 
+
 if __name__ == "__main__":
-    {"latency": latency, "progress_state": progress_state, "bootstrap_state": bootstrap_state,
-     "migration": migration, "stateful_steady": stateful_steady}[sys.argv[1]](sys.argv[2:])
+    {"migration": migration, "stateful_steady": stateful_steady}[sys.argv[1]](sys.argv[2:])
