@@ -182,7 +182,7 @@ def _receive(chunks, close=False):
     """Feed ``chunks`` (bytes) one write at a time into a Connection's receive loop over
     loopback TCP; ``close``: then close the sending end without a goodbye."""
     import socket
-    from timely.communication.cluster import Connection
+    from timely.communication.cluster.connection import Connection
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -205,7 +205,7 @@ def _receive(chunks, close=False):
 
 
 def test_receive_loop_reassembles_frames_split_anywhere_and_larger_than_its_buffer():
-    from timely.communication.cluster import _RECV_CHUNK, CONTROL
+    from timely.communication.cluster.connection import _RECV_CHUNK, CONTROL
     big = ["x" * 1000] * (3 * _RECV_CHUNK // 1000)          # a 3 MB frame: the buffer grows
     payloads = [(0, ["a", (1, 2)]), (1, big), (2, []), (3, ["b"] * 5000)]
     frames = [encode_frame(5, 1, 0, 0, i, p) for i, p in enumerate(payloads)]

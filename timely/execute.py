@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Sequence
 
+from .communication.cluster import execute_cluster
+from .communication.kafka import KafkaProgress
 from .communication.thread import ProcessHub
 from .config import Config
 from .worker import Worker, WorkerAborted
@@ -19,14 +21,12 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
     """Run ``build`` on every worker (see the module docstring)."""
     config = Config.coerce(config)
     if config.cluster:
-        from .communication.cluster import execute_cluster
         return execute_cluster(config, build)
     hub = ProcessHub(config.workers)
     abort = hub.abort
     results: list[Any] = [None] * config.workers
     errors: list[BaseException] = []
     if config.progress_mode == "kafka":
-        from .communication.kafka import KafkaProgress
         everyone = list(range(config.workers))
         hub.kafka = KafkaProgress(config, hub, everyone, everyone, joining=False)
 

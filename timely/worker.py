@@ -18,6 +18,10 @@ from .dataflow.activations import Activations
 from .dataflow.scope import Scope
 from .progress.broadcast import Progcaster
 from .progress.subgraph import subgraphs
+from .rescaling import leave
+from .rescaling.bootstrap import BootstrapServer, run_client, run_kafka_client
+from .rescaling.grants import announce, retract
+from .rescaling.leave import LeaveRefused
 
 
 class WorkerAborted(RuntimeError):
@@ -50,6 +54,8 @@ class Worker:
         self.stop_needed: set = set()       # remote workers that must say they stopped routing here
         self.stopped_by: set = set()
         self._hub = allocator.hub if config.cluster else None
+        #: who is in the cluster and the join/leave protocol (timely.rescaling.membership)
+        self._membership = self._hub.membership if self._hub is not None else None
         self._leave_logged = 0.0
         #: a joining worker: it bootstraps its progress state, and its capabilities wait
         #: for its bootstrap worker's grant
@@ -164,10 +170,9 @@ class Worker:
         every dataflow."""
         if not self.is_joiner:
             return False
-        from .rescaling.bootstrap import run_client, run_kafka_client
         run = run_kafka_client if self.config.progress_mode == "kafka" else run_client
         self.bootstrap_seconds = run(self)
-        self.allocator.hub.joined_locally(self)
+        self._membership.joined_locally(self)
         return True
 
     def _apply_rescale(self, message: Any) -> None:
@@ -187,7 +192,6 @@ class Worker:
             allocator.remove_process(message.process)
             lost = self._granted.pop(message.process, None)
             if lost is not None:
-                from .rescaling.grants import retract
                 retract(self, *lost)
         elif message.kind == "leave":
             gone = range(message.first, message.last + 1)
@@ -198,7 +202,7 @@ class Worker:
                 wpp = hub.workers_per_process
                 self.stop_needed = {w for p in list(hub.connections) if p != hub.process
                                     for w in range(p * wpp, p * wpp + wpp)}
-                hub.leave_applied_locally()
+                self._membership.leave_applied_locally()
         elif message.kind == "quiesce":
             gone = range(message.first, message.last + 1)
             self.broadcast_workers = [w for w in self.broadcast_workers if w not in gone]
@@ -228,7 +232,6 @@ class Worker:
         hold. Root scopes also take what arrived during the step: a process that left
         sent its last batches before its goodbye, and a joiner hears nothing more from
         it, so the state must hold them (timely.verify found that gap)."""
-        from .rescaling.grants import announce
         for channel, progcaster in self.progcasters.items():
             scope = self._scope_of_channel.get(channel)
             if scope is not None and not progcaster.nested:
@@ -240,7 +243,6 @@ class Worker:
             granted = announce(self, joining)
             self._granted[message.process] = (granted, joining)
             if self.config.progress_mode == "p2p":
-                from .rescaling.bootstrap import BootstrapServer
                 server = BootstrapServer(self, message.process, message.first, message.last, granted)
                 self._servers[message.process] = server
                 self.bootstrap_pauses.append(server.pause)
@@ -280,23 +282,21 @@ class Worker:
         timely.rescaling.leave): it happens once no join or leave is under way; the
         program sees ``worker.leaving`` turn True, should close its inputs, and
         ``run``/``step_while`` return once the process has drained."""
-        if self._hub is None:
-            from .rescaling.leave import LeaveRefused
+        if self._membership is None:
             raise LeaveRefused("only a process of a cluster can leave it")
-        self._hub.request_leave(f"worker {self.index} asked")
+        self._membership.request_leave(f"worker {self.index} asked")
 
     def _leave_step(self) -> None:
-        from .rescaling import leave
-        hub = self._hub
-        if hub.leave_requested and not hub.leave_started and self.allocator.local == 0:
+        membership = self._membership
+        if membership.leave_requested and not membership.leave_started and self.allocator.local == 0:
             why = leave.refusal(self)
             if why is not None:
-                hub.refuse_leave(why)
+                membership.refuse_leave(why)
             else:
-                hub.try_start_leave()
+                membership.try_start_leave()
         if self.leaving and not self.quiesced and leave.stateless(self):
             self.quiesced = True
-            hub.quiesced_locally()
+            membership.quiesced_locally()
         if self.leaving and not self.left:
             if leave.drained(self):
                 self.left = True
@@ -340,7 +340,7 @@ class Worker:
             self._serve_joins()
         if self._control is not None and (self._servers or len(self._control)):
             self._serve_control()
-        if self._hub is not None and (self._hub.leave_requested or self.leaving):
+        if self._membership is not None and (self._membership.leave_requested or self.leaving):
             self._leave_step()
             if self.left:
                 return False

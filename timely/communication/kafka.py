@@ -10,6 +10,13 @@ the cluster's TCP connections (or between threads).
 A joining process subscribes to each worker's latest snapshot plus the tail of its
 log: it needs no bootstrap server. The others subscribe to a joiner's log when its
 RescaleMessage arrives.
+
+Costs: a progress batch is one Kafka record, appended by the sending worker; the
+subscriber hands each batch it reads to every local worker, O(workers per process)
+deque appends. Twice a second a background thread checks that the logs are still the
+ones this process wrote; every ``kafka_trim_interval`` it deletes what every
+subscriber has read. The Kafka client (confluent-kafka) is imported only where it is
+called, so that this module loads without the ``[kafka]`` extra.
 """
 from __future__ import annotations
 
@@ -19,6 +26,8 @@ import time
 from typing import Any, Optional
 
 from broker import BrokerError, BrokerLostError, ProgressLog, Subscriber
+
+from .errors import ClusterError
 
 log = logging.getLogger("timely.kafka")
 
@@ -79,7 +88,9 @@ class KafkaProgress:
             if trimming and time.monotonic() >= next_trim:
                 next_trim = time.monotonic() + self.config.kafka_trim_interval
                 processes = getattr(self.hub, "processes", 1)
-                gone = getattr(self.hub, "departed", ())   # a departed subscriber holds nothing back
+                membership = getattr(self.hub, "membership", None)
+                # a departed subscriber holds nothing back
+                gone = membership.departed if membership is not None else ()
                 try:
                     if self.log.trim([f"p{p}" for p in range(processes) if p not in gone]) == 0 \
                             and not self.log.can_delete:
@@ -99,7 +110,6 @@ class KafkaProgress:
     def _error(self, error: BaseException) -> None:
         fail = getattr(self.hub, "fail", None)
         if fail is not None:
-            from .cluster import ClusterError
             fail(ClusterError(f"progress over Kafka failed: {error}"))
         else:
             self.hub.kafka_error = error

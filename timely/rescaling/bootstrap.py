@@ -29,6 +29,8 @@ import os
 import time
 from typing import Any, Optional
 
+from broker import fold
+
 from .grants import adopt
 
 log = logging.getLogger("timely.rescaling")
@@ -209,7 +211,6 @@ def run_kafka_client(worker: Any) -> float:
     The process's subscriber read each worker's latest snapshot when it subscribed and
     tails each log from the snapshot on; summing the snapshots per scope gives the
     progress state, and the tail (already queued) continues it."""
-    from broker import fold
     started = time.perf_counter()
     stall = float(os.environ.get("TIMELY_FAULT_BOOTSTRAP_STALL", "0") or 0)
     if stall:

@@ -115,7 +115,7 @@ def announce(worker: Any, joining: int) -> list[tuple[tuple, int, Any]]:
 
 def retract(worker: Any, granted: list, joining: int) -> None:
     """On the bootstrap worker: a joiner was lost before it finished joining (so before
-    it said anything, see ``ClusterHub.joined_locally``): take back what was granted."""
+    it said anything, see ``Membership.joined_locally``): take back what was granted."""
     by_scope: dict = {}
     for path, port, t in granted:
         by_scope.setdefault(tuple(path[:-1]), []).append(((Location(path[-1], port, True), t), -joining))

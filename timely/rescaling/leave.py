@@ -3,12 +3,13 @@
 Orchestrators scale down with SIGTERM; a program can ask with ``worker.leave()``. The
 leave of process P goes in this order:
 
-1. **Start.** P's hub waits while a process is joining (or another is leaving), then
-   tells every process ``("leave", P)``; each posts it to its workers. A leave that
-   cannot be done is refused with a message saying why (rescaling off, the last
-   process, keyed routing pinned to the workers P hosts, Kafka sink partitions P
-   writes, the rebalancer's worker 0). P's Kafka source partitions go to the remaining
-   workers (``timely.connectors.kafka``), so it stops holding a capability for them.
+1. **Start.** P's membership (``timely.rescaling.membership``) waits while a process
+   is joining (or another is leaving), then tells every process ``("leave", P)``; each
+   posts it to its workers. A leave that cannot be done is refused with a message
+   saying why (rescaling off, the last process, keyed routing pinned to the workers P
+   hosts, Kafka sink partitions P writes, the rebalancer's worker 0). P's Kafka source
+   partitions go to the remaining workers (``timely.connectors.kafka``), so it stops
+   holding a capability for them.
 2. **Routing stops.** Each worker applying the leave drops P's workers from
    ``worker.routing_workers`` (``Exchange`` stops sending to them). Keyed state (Megaphone) is routed by the
    configuration in force at each time: the rebalancer (``timely.megaphone.rebalance``)
@@ -56,7 +57,7 @@ def refusal(worker: Any) -> Optional[str]:
     mine = range(hub.first_index, hub.first_index + hub.workers)
     if not config.rescaling:
         return "rescaling is switched off (--no-rescaling)"
-    if not any(p not in hub.leaving for p in hub.connections):
+    if not any(p not in hub.membership.leaving for p in hub.connections):
         return "it is the last process of the cluster"
     if worker.pinned_routing and hub.first_index < worker.initial_peers:
         return ("a dataflow routes keyed records pinned to the workers it was built on "
@@ -75,7 +76,7 @@ def stateless(worker: Any) -> bool:
     """A leaving worker holds no bin and no configuration names its process: it needs
     no more commands of the stateful operators (step 3 ends)."""
     hub = worker.allocator.hub
-    if hub.leave_applied < hub.workers:
+    if hub.membership.leave_applied < hub.workers:
         return False
     mine = set(range(hub.first_index, hub.first_index + hub.workers))
     for states in worker.stateful_states:
@@ -90,7 +91,7 @@ def stateless(worker: Any) -> bool:
 def drained(worker: Any) -> bool:
     """Whether this worker of a leaving process has finished (module docstring, step 4)."""
     hub = worker.allocator.hub
-    if not hub.quiesce_sent:
+    if not hub.membership.quiesce_sent:
         return False
     if not worker.stopped_by >= worker.stop_needed:
         return False
@@ -123,6 +124,6 @@ def describe_wait(worker: Any) -> str:
     bins = sum(len(s.bins) for s in worker.stateful_states)
     if bins:
         parts.append(f"{bins} bins to move out")
-    if hub.leave_applied < hub.workers:
+    if hub.membership.leave_applied < hub.workers:
         parts.append("its other workers")
     return ", ".join(parts) or "its queues to empty"

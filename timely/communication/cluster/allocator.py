@@ -1,0 +1,163 @@
+"""A worker's allocator in cluster mode: channels to local threads and to other processes.
+
+``ClusterAllocator.allocate`` gives a worker, per channel, one pusher per worker of the
+cluster: a deque for a worker of this process (``timely.communication.thread``), a frame
+on the connection for a worker of another process (``_RemotePusher``).
+``allocate_broadcast`` (progress batches) has one pusher per remote process instead: one
+frame that the receiving hub hands to all its workers (``_ProcessPusher``); in Kafka
+progress mode, the worker's progress log. A process that joins is back-filled into
+every channel allocated so far (``add_process``); one that is gone gets pushers that
+drop what they are given (``_DeadPusher``, ``remove_process``): nothing was routed to it.
+
+Costs: ``allocate`` builds O(workers of the cluster) pushers, once per channel. A push
+to a remote worker is one msgpack encoding and one queued frame; a progress batch is
+encoded once per remote process, whatever its number of workers. ``add_process`` and
+``remove_process`` are O(channels x workers per process).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from ..codec import encode_frame
+from ..errors import ClusterError
+from ..thread import LocalPusher, QueuePuller, ThreadAllocator, ThreadPusher
+from .connection import CONTROL, Connection
+
+if TYPE_CHECKING:
+    from ...rescaling.messages import RescaleMessage
+    from .hub import ClusterHub
+
+
+class _RemotePusher:
+    """Sends to one worker of another process."""
+
+    __slots__ = ("_conn", "_channel", "_source", "_target")
+
+    def __init__(self, conn: Connection, channel: int, source: int, target: int) -> None:
+        self._conn, self._channel, self._source, self._target = conn, channel, source, target
+
+    def push(self, message: Any) -> None:
+        self._conn.send_frame(self._channel, self._source, self._target, self._target, 0, message)
+
+
+class _ProcessPusher:
+    """Sends once to every worker of another process (progress batches)."""
+
+    __slots__ = ("_conn", "_channel", "_source", "_first", "_last")
+
+    def __init__(self, conn: Connection, channel: int, source: int, first: int, last: int) -> None:
+        self._conn, self._channel, self._source, self._first, self._last = conn, channel, source, first, last
+
+    def push(self, message: Any) -> None:
+        frame = encode_frame(self._channel, self._source, self._first, self._last, 0, message)
+        conn = self._conn
+        conn.progress_frames += 1
+        conn.progress_bytes += len(frame)
+        conn.send(frame)
+
+
+class _DeadPusher:
+    """Stands for a worker that is gone (a joiner lost mid-join): nothing was routed to it."""
+
+    __slots__ = ()
+
+    def push(self, message: Any) -> None:
+        pass
+
+
+class ClusterAllocator(ThreadAllocator):
+    """A worker's allocator in cluster mode: local threads plus remote processes."""
+
+    def __init__(self, hub: ClusterHub, local: int) -> None:
+        super().__init__(hub, local)
+        self.hub: ClusterHub = hub
+        self.peers = hub.processes * hub.workers_per_process
+        self._per_worker: dict[int, list] = {}     # channel -> pushers per global worker
+        self._per_process: dict[int, list] = {}    # channel -> pushers per process/local worker
+        self._processes = list(range(hub.processes))
+
+    def _remote(self, process: int) -> Optional[Connection]:
+        return self.hub.connections.get(process)
+
+    def _worker_pushers(self, channel: int, process: int) -> list:
+        w = self.hub.workers_per_process
+        if process == self.hub.process:
+            queues = self.hub.queues(channel)
+            return [LocalPusher(q, self._events, channel) if i == self.local else
+                    ThreadPusher(q, self.hub.events[i], self.hub.wakes[i], channel)
+                    for i, q in enumerate(queues)]
+        conn = self._remote(process)
+        if conn is None:
+            return [_DeadPusher() for _ in range(w)]
+        return [_RemotePusher(conn, channel, self.index, process * w + i) for i in range(w)]
+
+    def allocate(self, channel: int) -> tuple[list, QueuePuller]:
+        pushers: list = []
+        for process in self._processes:
+            pushers.extend(self._worker_pushers(channel, process))
+        self._per_worker[channel] = pushers
+        return pushers, QueuePuller(self.hub.queues(channel)[self.local])
+
+    def allocate_broadcast(self, channel: int) -> tuple[list, QueuePuller]:
+        """Pushers that reach every worker, one per remote process (progress batches);
+        in Kafka progress mode, the worker's progress log."""
+        if self.hub.kafka is not None:
+            return self.hub.kafka.pushers(channel), QueuePuller(self.hub.queues(channel)[self.local])
+        pushers: list = []
+        for process in self._processes:
+            pushers.extend(self._broadcast_pushers(channel, process))
+        self._per_process[channel] = pushers
+        return pushers, QueuePuller(self.hub.queues(channel)[self.local])
+
+    def _broadcast_pushers(self, channel: int, process: int) -> list:
+        w = self.hub.workers_per_process
+        if process == self.hub.process:
+            return self._worker_pushers(channel, process)
+        conn = self._remote(process)
+        if conn is None:
+            return [_DeadPusher()]
+        return [_ProcessPusher(conn, channel, self.index, process * w, process * w + w - 1)]
+
+    def add_process(self, process: int) -> dict[int, list]:
+        """Back-fill every channel allocated so far with pushers to ``process``; returns,
+        per broadcast channel, the pushers added (the progcasters' new links)."""
+        if process in self._processes:
+            return {}
+        self._processes.append(process)
+        self.peers = max(self.peers, (process + 1) * self.hub.workers_per_process)
+        for channel, pushers in self._per_worker.items():
+            pushers.extend(self._worker_pushers(channel, process))
+        added = {}
+        for channel, pushers in self._per_process.items():
+            new = self._broadcast_pushers(channel, process)
+            pushers.extend(new)
+            added[channel] = new
+        return added
+
+    def remove_process(self, process: int) -> None:
+        """Forget a process that is gone (a joiner lost before it finished joining)."""
+        w = self.hub.workers_per_process
+        for channel, pushers in self._per_worker.items():
+            for g in range(process * w, process * w + w):
+                if g < len(pushers):
+                    pushers[g] = _DeadPusher()
+        for channel, pushers in self._per_process.items():
+            for i, p in enumerate(pushers):
+                if isinstance(p, _ProcessPusher) and p._first == process * w:
+                    pushers[i] = _DeadPusher()
+
+    def control_send(self, process: int, first: int, last: int, payload: Any) -> None:
+        conn = self._remote(process)
+        if conn is None:
+            raise ClusterError(f"no connection to process {process}")
+        conn.send_frame(CONTROL, self.index, first, last, 0, payload)
+
+    def control_puller(self) -> QueuePuller:
+        return QueuePuller(self.hub.queues(CONTROL)[self.local])
+
+    def rescales(self) -> list[RescaleMessage]:
+        pending = self.hub.membership.rescales[self.local]
+        out = []
+        while pending:
+            out.append(pending.popleft())
+        return out

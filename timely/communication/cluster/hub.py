@@ -1,0 +1,280 @@
+"""This process's side of a cluster: listening, connecting, admitting, delivering, failing.
+
+Process i listens on its address (``Config.address_of(i)``), connects to every process
+with a smaller index, and accepts the others (``listen``, ``connect_all``); a joiner
+connects to its bootstrap process first, which names the members, then to them. A
+connection that fails the handshake (``timely.communication.cluster.connection``), or
+speaks garbage, is logged and closed while the process carries on; whether a joiner is
+admitted is the membership's decision (``timely.rescaling.membership``, the hub's
+``membership``). Frames for this process's workers go to their queues (``deliver``);
+control frames of the join/leave protocol go to the membership (``control``).
+
+Fail-stop: a peer that disconnects without saying goodbye, goes silent for longer than
+``Config.timeout``, or sends a malformed frame is reported by its connection
+(``connection_lost``); unless the peer was a joiner that had not finished joining, every
+worker of this process stops with a ``ClusterError`` naming it. What the end of a
+connection means for the cluster is the membership's to say; the hub forgets the
+connection (``forget``). ``shutdown`` says goodbye to every peer and waits for theirs;
+``kill`` closes every connection at once, so that the peers see this process fail.
+
+Costs: delivering a frame appends it to the queue of each worker it is for, O(targets),
+and a progress batch crosses each process boundary once, whatever the number of remote
+workers. Start-up makes one connection per pair of processes, each with two threads,
+plus one short-lived thread per accepted connection for its handshake (at most 10 s)
+and admission; it waits at most ``Config.timeout`` for the others. ``shutdown`` waits
+up to ``Config.timeout`` for the peers' goodbyes.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from ...rescaling.membership import Membership
+from ..codec import FrameError
+from ..errors import ClusterError
+from ..thread import ProcessHub
+from .allocator import ClusterAllocator
+from .connection import CONTROL, Connection, handshake
+
+log = logging.getLogger("timely.cluster")
+
+
+class ClusterHub(ProcessHub):
+    """This process's side of the cluster: local queues, connections, the acceptor."""
+
+    def __init__(self, config: Any, secret: bytes, processes: int, original_processes: int,
+                 joining: bool = False) -> None:
+        super().__init__(config.workers, first_index=config.process * config.workers)
+        self.config = config
+        self.process = config.process
+        self.workers_per_process = config.workers
+        self.processes = processes
+        self.original_processes = original_processes
+        self.joining = joining
+        self.timeout = config.timeout
+        self.secret = secret
+        self.connections: dict[int, Connection] = {}
+        self._lock = threading.RLock()
+        self._listener: Optional[socket.socket] = None
+        self._stopping = threading.Event()
+        self.refused = 0
+        #: who is in the cluster, and the join/leave protocol (timely.rescaling.membership)
+        self.membership = Membership(self, self._lock)
+
+    # ---- start-up ---------------------------------------------------------------------
+    def listen(self) -> None:
+        host, port = self.config.address_of(self.process)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            raise ClusterError(f"process {self.process} cannot listen on {host}:{port}: {e}") from None
+        sock.listen(64)
+        self._listener = sock
+        threading.Thread(target=self._accept_loop, daemon=True, name=f"timely-acceptor-{self.process}").start()
+
+    def _hello(self) -> tuple:
+        joining = self.config.join + 1 if self.joining else 0
+        return (self.process, self.processes, self.workers_per_process, self.original_processes, joining)
+
+    def connect_all(self) -> None:
+        """Connect to every process with a smaller index; wait for the others to connect.
+
+        A joiner connects to its bootstrap process first, which tells it the members
+        of the cluster (processes that left are not), then to the other members."""
+        deadline = time.monotonic() + self.timeout
+        order = list(range(self.process))
+        if self.joining:
+            server = self.config.join // self.workers_per_process
+            order = [server]
+        while order:
+            process = order.pop(0)
+            host, port = self.config.address_of(process)
+            while True:
+                try:
+                    sock = socket.create_connection((host, port), timeout=self.timeout)
+                    theirs = handshake(sock, self.secret, self._hello(), self.timeout)
+                    break
+                except (ConnectionRefusedError, socket.timeout, ConnectionResetError):
+                    if time.monotonic() > deadline:
+                        raise ClusterError(f"process {process} at {host}:{port} did not answer "
+                                           f"within {self.timeout:g} s") from None
+                    time.sleep(0.05)
+                except PermissionError as e:
+                    raise ClusterError(f"process {process} at {host}:{port} refused us: {e}") from None
+            self._check_peer(theirs, process)
+            self._add(process, sock, joining=False)
+            if self.joining and process == self.config.join // self.workers_per_process:
+                self._await(lambda: self.membership.members is not None, deadline,
+                            lambda: f"process {process} at {host}:{port} did not admit us "
+                                    f"within {self.timeout:g} s")
+                order = sorted(p for p in self.membership.members if p != process and p < self.process)
+        members = self.membership.members
+        expected = (set(range(self.processes)) if members is None else members) - {self.process}
+
+        def missing() -> list[int]:
+            with self._lock:
+                return sorted(p for p in expected if p not in self.connections)
+        self._await(lambda: not missing(), deadline,
+                    lambda: f"process {self.process}: processes {missing()} did not connect "
+                            f"within {self.timeout:g} s")
+
+    def _await(self, done: Callable[[], bool], deadline: float, failure: Callable[[], str]) -> None:
+        """Poll ``done()`` until it holds; raise the cluster's error if one occurs, or a
+        ClusterError saying ``failure()`` once ``deadline`` (monotonic) has passed."""
+        while not done():
+            if self.error is not None:
+                raise self.error
+            if time.monotonic() > deadline:
+                raise ClusterError(failure())
+            time.sleep(0.01)
+
+    def _check_peer(self, hello: tuple, expected: Optional[int]) -> None:
+        process, processes, workers, original, _ = hello
+        if expected is not None and process != expected:
+            raise ClusterError(f"expected process {expected} but process {process} answered")
+        if workers != self.workers_per_process:
+            raise ClusterError(f"process {process} runs {workers} workers, this one {self.workers_per_process}: "
+                               f"every process must run the same number")
+
+    def _accept_loop(self) -> None:
+        listener = self._listener
+        while not self._stopping.is_set():
+            try:
+                sock, addr = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._admit, args=(sock, addr), daemon=True).start()
+
+    def _admit(self, sock: socket.socket, addr: Any) -> None:
+        try:
+            theirs = handshake(sock, self.secret, self._hello(), min(self.timeout, 10.0))
+            self._check_peer(theirs, None)
+        except (PermissionError, FrameError, ConnectionError, OSError, ClusterError, struct.error) as e:
+            self.refused += 1
+            log.warning("process %d refused a connection from %s: %s", self.process, addr, e)
+            sock.close()
+            return
+        process, processes, _, _, joining = theirs
+        with self._lock:
+            if process in self.connections or process == self.process:
+                log.warning("process %d refused a second connection claiming to be process %d",
+                            self.process, process)
+                sock.close()
+                return
+        if joining:
+            admit = self.membership.admit(process, processes, bootstrap=joining - 1)
+            if admit is None:
+                sock.close()
+                return
+            self._add(process, sock, joining=True, before_start=admit)
+        else:
+            self._add(process, sock, joining=False)
+
+    def _add(self, process: int, sock: socket.socket, joining: bool,
+             before_start: Optional[Callable[[Connection], None]] = None) -> None:
+        conn = Connection(self, process, sock, joining)
+        with self._lock:
+            self.connections[process] = conn
+            self.processes = max(self.processes, process + 1)
+        if before_start is not None:
+            before_start(conn)
+        conn.start()
+
+    # ---- receiving --------------------------------------------------------------------
+    def deliver(self, channel: int, source: int, first: int, last: int, seq: int, payload: Any) -> None:
+        base = self.first_index
+        lo, hi = first - base, last - base
+        if lo < 0 or hi >= self.workers:
+            raise FrameError(f"frame for workers {first}..{last}, but this process hosts "
+                             f"{base}..{base + self.workers - 1}")
+        queues = self.queues(channel)
+        for local in range(lo, hi + 1):
+            queues[local].append(payload)
+            self.events[local].append(channel)
+            self.wakes[local].set()
+
+    def control(self, conn: Connection, source: int, first: int, last: int, payload: Any) -> None:
+        """A control frame (not a heartbeat or a goodbye): the membership's, or else for
+        this process's workers (the bootstrap protocol, "stopped")."""
+        if not self.membership.control(conn, payload):
+            self.deliver(CONTROL, source, first, last, 0, payload)
+
+    # ---- the end of a connection: what it means is the membership's ------------------------
+    def connection_lost(self, conn: Connection, why: str) -> None:
+        """``conn`` broke (``why``); expected, and ignored, once this process stops."""
+        if self._stopping.is_set():
+            return
+        self.membership.connection_lost(conn, why)
+
+    def connection_closed(self, conn: Connection) -> None:
+        """``conn``'s peer said goodbye."""
+        self.membership.connection_closed(conn)
+
+    def forget(self, conn: Connection) -> None:
+        """Drop ``conn`` from the connections, unless another has replaced it since."""
+        with self._lock:
+            if self.connections.get(conn.process) is conn:
+                del self.connections[conn.process]
+
+    @property
+    def stopping(self) -> bool:
+        """This process is shutting down or was killed: connections may end."""
+        return self._stopping.is_set()
+
+    # ---- the end of this process --------------------------------------------------------
+    def fail(self, error: BaseException) -> None:
+        if self.error is None:
+            log.error("%s", error)
+        super().fail(error)
+
+    def shutdown(self) -> None:
+        """Say goodbye to every peer once our queues are flushed, wait (up to the timeout)
+        for their goodbyes, then close."""
+        self._stopping.set()
+        with self._lock:
+            conns = list(self.connections.values())
+        for conn in conns:
+            conn.goodbye()
+        deadline = time.monotonic() + self.timeout
+        for conn in conns:
+            conn._sender.join(timeout=max(0.0, deadline - time.monotonic()))
+        for conn in conns:
+            conn._receiver.join(timeout=max(0.0, deadline - time.monotonic()))
+            conn.close()
+        if self._listener is not None:
+            self._listener.close()
+
+    def kill(self) -> None:
+        """Close every connection at once, without goodbye: peers see this process die."""
+        self._stopping.set()
+        with self._lock:
+            conns = list(self.connections.values())
+        for conn in conns:
+            conn.close()
+        if self._listener is not None:
+            self._listener.close()
+
+    def stop_accepting(self) -> None:
+        """Rescaling is off: no process may join once the cluster is connected."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
+    def progress_traffic(self) -> dict[str, int]:
+        """Progress messages and bytes this process has sent: frames to other processes
+        in peer-to-peer mode, records appended to its logs in Kafka mode."""
+        if self.kafka is not None:
+            return {"messages": self.kafka.log.records, "bytes": self.kafka.log.bytes}
+        with self._lock:
+            conns = list(self.connections.values())
+        return {"messages": sum(c.progress_frames for c in conns),
+                "bytes": sum(c.progress_bytes for c in conns)}
+
+    def allocator(self, local: int) -> "ClusterAllocator":
+        return ClusterAllocator(self, local)

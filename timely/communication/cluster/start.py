@@ -1,0 +1,115 @@
+"""One process of a cluster, from start to end: its secret, its hub, its workers.
+
+``execute_cluster`` is ``timely.execute`` for one process of a cluster (or a process
+joining one). It reads the cluster secret (``secret_from``: TIMELY_CLUSTER_SECRET, the
+secret file, or the TOML config), listens and connects (``ClusterHub``), starts Kafka
+progress if configured, lets SIGTERM ask the process to leave the cluster, runs
+``Config.workers`` worker threads until their dataflows complete (or the process has
+left), then says goodbye to every peer. If a worker raises or the cluster fails, every
+worker stops, the connections close without goodbye (the peers see this process
+fail), and the first error is raised.
+
+This module runs workers, so it imports ``timely.worker``: it is the one module of
+``timely.communication`` above the worker, and nothing the worker imports imports it.
+
+Costs: start-up waits at most ``Config.timeout`` for the other processes; the end
+waits at most ``Config.timeout`` for their goodbyes.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any, Callable
+
+from ...worker import Worker, WorkerAborted
+from ..errors import ClusterError
+from ..kafka import KafkaProgress
+from .hub import ClusterHub
+
+
+def secret_from(config: Any) -> bytes:
+    """The cluster secret: TIMELY_CLUSTER_SECRET, else the file in config.secret_file."""
+    value = os.environ.get("TIMELY_CLUSTER_SECRET")
+    if value:
+        return value.encode()
+    path = getattr(config, "secret_file", None)
+    if path:
+        try:
+            with open(path, "rb") as f:
+                data = f.read().strip()
+        except OSError as e:
+            raise ClusterError(f"cannot read the cluster secret file {path!r}: {e}") from None
+        if data:
+            return data
+        raise ClusterError(f"the cluster secret file {path!r} is empty")
+    secret = getattr(config, "secret", None)
+    if secret:
+        return secret.encode()
+    raise ClusterError("cluster mode needs a secret: set TIMELY_CLUSTER_SECRET, --secret-file, "
+                       "or `secret` in the TOML config")
+
+
+def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
+    """``execute`` for one process of a cluster (or a process joining one)."""
+    secret = secret_from(config)
+    joining = config.join is not None
+    processes = config.process + 1 if joining else config.processes
+    hub = ClusterHub(config, secret, processes, config.processes, joining)
+    hub.listen()
+    try:
+        if config.progress_mode == "kafka":
+            w = config.workers
+            hub.kafka = KafkaProgress(config, hub, list(range(config.process * w, (config.process + 1) * w)),
+                                      list(range(processes * w)), joining)
+        hub.connect_all()
+    except BaseException:
+        hub.kill()
+        if hub.kafka is not None:
+            hub.kafka.close()
+        raise
+    if not config.rescaling:
+        hub.stop_accepting()
+    _leave_on_sigterm(hub)
+    results: list[Any] = [None] * config.workers
+    errors: list[BaseException] = []
+    workers = [Worker(config, hub.allocator(i), hub.abort) for i in range(config.workers)]
+    hub.membership.workers_ready.set()
+
+    def run(local: int) -> None:
+        worker = workers[local]
+        try:
+            results[local] = build(worker)
+            worker.run()
+        except WorkerAborted:
+            pass
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+            if not isinstance(e, ClusterError):
+                hub.fail(ClusterError(f"worker {worker.index} failed: {e!r}"))
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"timely-worker-{config.process}-{i}",
+                                daemon=True) for i in range(config.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if hub.error is not None or errors:
+        hub.kill()
+        if hub.kafka is not None:
+            hub.kafka.close()
+        first = next((e for e in errors if not isinstance(e, ClusterError)), None)
+        raise first or hub.error or errors[0]
+    if hub.membership.leave_started:
+        hub.membership.leave_finished()
+    hub.shutdown()
+    if hub.kafka is not None:
+        hub.kafka.close()
+    return results
+
+
+def _leave_on_sigterm(hub: ClusterHub) -> None:
+    """SIGTERM (what an orchestrator sends to scale down) asks this process to leave."""
+    if threading.current_thread() is not threading.main_thread():
+        return                      # signals can only be handled on the main thread
+    signal.signal(signal.SIGTERM, lambda signum, frame: hub.membership.request_leave("SIGTERM"))

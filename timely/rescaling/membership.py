@@ -1,0 +1,286 @@
+"""Who is in the cluster, and the protocol by which processes join and leave it.
+
+A process's ``ClusterHub`` (``timely.communication.cluster.hub``) owns one
+``Membership``, ``hub.membership``. The hub keeps the sockets and the connections; the
+membership keeps who is in the cluster, and decides what each change means and who
+must hear of it. It answers for:
+
+- **Joins** (seed 003 §3). A connection whose hello says it joins is admitted by
+  ``admit`` once this process's workers exist (``workers_ready``) and no leave is under
+  way; the joiner's Kafka logs are subscribed, its bootstrap process sends it the
+  members (``"members"``, which the joiner's ``connect_all`` waits for, into
+  ``members``), and the join reaches every local worker before anything the joiner
+  says. A joiner whose workers all bootstrapped says ``"joined"`` (``joined_locally``);
+  the others count it in ``finished_joining``.
+- **Leaves** (``timely.rescaling.leave`` gives the order of a leave and what each step
+  waits for). ``request_leave`` (SIGTERM, ``worker.leave()``), ``refuse_leave``,
+  ``try_start_leave`` (``"leave"``: the process joins ``leaving``),
+  ``leave_applied_locally``, ``quiesced_locally`` (``"quiesce"``) and
+  ``leave_finished`` (``"log-ends"``, in Kafka mode); when a leaving process says
+  goodbye, it has left (``connection_closed``: it moves to ``departed``).
+- **Losses** (``connection_lost``): a connection that broke without goodbye. A joiner
+  lost before it finished joining is dropped (``"lost"``): no data was routed to it,
+  so the cluster carries on, and its bootstrap worker takes back the capabilities it
+  granted (``timely.rescaling.grants.retract``). The loss of a member is fail-stop:
+  every worker of this process stops with a ``ClusterError`` naming it, never a wrong
+  frontier, never a hang past the timeout. Handling a member that crashed, rather
+  than stopping, belongs here.
+
+Every change reaches this process's workers as a ``RescaleMessage``
+(``timely.rescaling.messages``) in their ``rescales`` queues, applied at the start of
+their next step (``Worker._apply_rescale``). The state here is read and written by the
+connections' receive threads, the acceptor's admission threads, the worker threads
+and the SIGTERM handler; what must change together with the connections is guarded by
+the hub's lock, which the membership shares. Its log lines are the cluster's
+(logger ``timely.cluster``).
+
+Costs: a membership control frame is handled in O(1) plus one posting to each local
+worker, O(workers per process); announcing a leave, a quiescence or a finished join
+sends one control frame per connection, O(processes). Admitting a joiner waits at
+most ``Config.timeout`` for this process's workers, then as long again for a leave
+under way to finish.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ..communication.cluster.connection import CONTROL
+from ..communication.errors import ClusterError
+from .messages import RescaleMessage
+
+if TYPE_CHECKING:
+    from ..communication.cluster.connection import Connection
+    from ..communication.cluster.hub import ClusterHub
+
+log = logging.getLogger("timely.cluster")
+
+
+class Membership:
+    """Who is in the cluster, for one process, and its side of the join/leave protocol."""
+
+    def __init__(self, hub: ClusterHub, lock: Any) -> None:
+        self.hub = hub
+        self._lock = lock                   # the hub's: connections and membership change together
+        #: per local worker, the RescaleMessages it has not applied yet
+        self.rescales = [deque() for _ in range(hub.workers)]
+        self.finished_joining = set()
+        self.bootstrapped = 0
+        self._joined = threading.Event()
+        #: this process's workers exist: their allocators know the members without a
+        #: joiner, so a join may now reach them as a RescaleMessage (with its back-fill)
+        self.workers_ready = threading.Event()
+        # scale-in (timely.rescaling.leave)
+        self.leave_requested = False
+        self.leave_started = False
+        self.leave_refused: Optional[str] = None
+        self.leave_applied = 0              # local workers that applied our own leave
+        self.quiesced = 0
+        self.quiesce_sent = False
+        self.leaving: set[int] = set()      # processes leaving (ours included)
+        self.departed: set[int] = set()
+        self._waiting_logged = ""
+        self.members: Optional[set] = None  # a joiner: the processes its bootstrap process named
+
+    def _post(self, message: RescaleMessage) -> None:
+        hub = self.hub
+        for local, pending in enumerate(self.rescales):
+            pending.append(message)
+            hub.events[local].append(CONTROL)
+            hub.wakes[local].set()
+
+    # ---- joining ------------------------------------------------------------------------
+    def admit(self, process: int, processes: int, bootstrap: int) -> Optional[Callable[[Connection], None]]:
+        """Process ``process`` (authenticated; it knows of ``processes`` processes) joins,
+        bootstrapped by worker ``bootstrap``. Returns what the hub must do with its
+        connection before the connection's threads start, or None if the join is
+        refused (the hub then closes the socket)."""
+        hub = self.hub
+        if not self.workers_ready.wait(hub.timeout):
+            log.warning("process %d refused the join of process %d: its workers did not start "
+                        "within %g s", hub.process, process, hub.timeout)
+            return None
+        # a join waits for a leave under way to finish (the joiner's connect waits too)
+        deadline = time.monotonic() + hub.timeout
+        while self.leaving and time.monotonic() < deadline and not hub.stopping:
+            time.sleep(0.02)
+        if self.leaving:
+            log.warning("process %d refused the join of process %d: processes %s are leaving",
+                        hub.process, process, sorted(self.leaving))
+            return None
+        log.info("process %d: process %d is joining (%d processes)", hub.process, process, processes)
+        first = process * hub.workers_per_process
+        if hub.kafka is not None:
+            hub.kafka.subscribe(range(first, first + hub.workers_per_process))
+        # The join must reach our workers before anything the joiner says (its
+        # "joined" arrives on this connection): post it before the threads start.
+        with self._lock:
+            members = sorted(set(hub.connections) | {hub.process})
+
+        def admit(conn: Connection) -> None:
+            if bootstrap in range(hub.first_index, hub.first_index + hub.workers):
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("members", members))
+            self._post(RescaleMessage("join", process, first, first + hub.workers_per_process - 1,
+                                      bootstrap=bootstrap))
+        return admit
+
+    def joined_locally(self, worker: Any) -> None:
+        """A joining worker finished bootstrapping; once all have, tell every process.
+
+        Every local worker waits here until "joined" is on the wire to every process, so
+        no progress batch of this process precedes it: a joiner lost before that point
+        has said nothing, and its bootstrap worker can take back the capabilities it
+        granted (``timely.rescaling.grants.retract``) without counting anything twice."""
+        hub = self.hub
+        with self._lock:
+            self.bootstrapped += 1
+            everyone = self.bootstrapped == hub.workers
+            conns = list(hub.connections.values())
+        if everyone:
+            log.info("process %d finished joining", hub.process)
+            for conn in conns:
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("joined", hub.process))
+            for conn in conns:
+                conn.flush(hub.timeout)
+            self._joined.set()
+            return
+        while not self._joined.wait(0.05):
+            if hub.abort.is_set():
+                return
+
+    # ---- the membership's control frames -----------------------------------------------------
+    def control(self, conn: Connection, payload: Any) -> bool:
+        """Handle a control frame of the join/leave protocol; False if ``payload`` is not one
+        (the hub then hands it to this process's workers)."""
+        hub = self.hub
+        kind = payload[0]
+        if kind == "leave":
+            process = payload[1]
+            log.info("process %d: process %d is leaving", hub.process, process)
+            with self._lock:
+                self.leaving.add(process)
+            first_w = process * hub.workers_per_process
+            self._post(RescaleMessage("leave", process, first_w, first_w + hub.workers_per_process - 1))
+        elif kind == "quiesce":
+            first_w = payload[1] * hub.workers_per_process
+            self._post(RescaleMessage("quiesce", payload[1], first_w, first_w + hub.workers_per_process - 1))
+        elif kind == "members":
+            self.members = set(payload[1])
+        elif kind == "log-ends":
+            if hub.kafka is not None:
+                first = conn.process * hub.workers_per_process
+                hub.kafka.departed(range(first, first + hub.workers_per_process),
+                                   {int(w): n for w, n in payload[1].items()})
+        elif kind == "joined":
+            conn.joining = False
+            process = payload[1]
+            self.finished_joining.add(process)
+            first_w = process * hub.workers_per_process
+            self._post(RescaleMessage("joined", process, first_w, first_w + hub.workers_per_process - 1))
+        else:
+            return False
+        return True
+
+    # ---- the end of a connection ---------------------------------------------------------
+    def connection_lost(self, conn: Connection, why: str) -> None:
+        """``conn`` broke without goodbye (the hub is not stopping): a joiner is dropped, a
+        member's loss stops this process (fail-stop)."""
+        hub = self.hub
+        host, port = hub.config.address_of(conn.process)
+        hub.forget(conn)
+        if conn.joining:
+            log.warning("process %d: joining process %d (%s:%d) was lost before it finished "
+                        "joining: %s; carrying on without it", hub.process, conn.process, host, port, why)
+            first = conn.process * hub.workers_per_process
+            self._post(RescaleMessage("lost", conn.process, first, first + hub.workers_per_process - 1))
+            conn.close()
+            return
+        hub.fail(ClusterError(f"process {conn.process} ({host}:{port}) {why}"))
+
+    def connection_closed(self, conn: Connection) -> None:
+        """``conn``'s peer said goodbye: a leaving process has left (it waits for our goodbye)."""
+        hub = self.hub
+        with self._lock:
+            hub.forget(conn)
+            departing = conn.process in self.leaving and conn.process != hub.process
+            if departing:
+                self.leaving.discard(conn.process)
+                self.departed.add(conn.process)
+        if departing and not hub.stopping:
+            log.info("process %d: process %d has left the cluster", hub.process, conn.process)
+            conn.goodbye()          # it waits for our goodbye before it exits
+            first = conn.process * hub.workers_per_process
+            self._post(RescaleMessage("left", conn.process, first, first + hub.workers_per_process - 1))
+
+    # ---- leaving (timely.rescaling.leave) -------------------------------------------------
+    def request_leave(self, why: str) -> None:
+        """Ask for this process to leave the cluster (SIGTERM, or a worker's call)."""
+        if not self.leave_requested:
+            log.info("process %d: leave requested (%s)", self.hub.process, why)
+        self.leave_requested = True
+        for wake in self.hub.wakes:
+            wake.set()
+
+    def refuse_leave(self, why: str) -> None:
+        log.error("process %d cannot leave the cluster: %s; it carries on", self.hub.process, why)
+        self.leave_refused = why
+        self.leave_requested = False
+
+    def try_start_leave(self) -> bool:
+        """Start our leave unless a join or another leave is under way (then it waits)."""
+        hub = self.hub
+        with self._lock:
+            joining = sorted(p for p, c in hub.connections.items() if c.joining)
+            if hub.joining and not self._joined.is_set():
+                joining.append(hub.process)
+            others = sorted(self.leaving - {hub.process})
+            if joining or others:
+                why = (f"process {joining[0]} is joining" if joining else f"process {others[0]} is leaving")
+                if why != self._waiting_logged:
+                    self._waiting_logged = why
+                    log.info("process %d: the leave waits: %s", hub.process, why)
+                return False
+            self.leave_started = True
+            self.leaving.add(hub.process)
+            conns = list(hub.connections.values())
+        log.info("process %d leaves the cluster", hub.process)
+        for conn in conns:
+            conn.send_frame(CONTROL, -1, 0, 0, 0, ("leave", hub.process))
+        first = hub.first_index
+        self._post(RescaleMessage("leave", hub.process, first, first + hub.workers - 1))
+        return True
+
+    def leave_applied_locally(self) -> None:
+        with self._lock:
+            self.leave_applied += 1
+
+    def quiesced_locally(self) -> None:
+        """A leaving worker needs no more broadcasts; once all have, tell everyone."""
+        hub = self.hub
+        with self._lock:
+            self.quiesced += 1
+            everyone = self.quiesced == hub.workers and not self.quiesce_sent
+            if everyone:
+                self.quiesce_sent = True
+            conns = list(hub.connections.values())
+        if everyone:
+            log.info("process %d holds no keyed state any more: broadcasts to it stop", hub.process)
+            for conn in conns:
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("quiesce", hub.process))
+            first = hub.first_index
+            self._post(RescaleMessage("quiesce", hub.process, first, first + hub.workers - 1))
+
+    def leave_finished(self) -> None:
+        """Every local worker drained: in Kafka mode, tell the others where our logs end
+        (every record acknowledged first); the goodbyes follow in ``hub.shutdown``."""
+        hub = self.hub
+        if hub.kafka is not None:
+            ends = hub.kafka.final_positions()
+            with self._lock:
+                conns = list(hub.connections.values())
+            for conn in conns:
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("log-ends", ends))
+        log.info("process %d has drained and leaves", hub.process)
