@@ -31,6 +31,7 @@ import msgpack
 from .._twin import compiled
 
 HEADER = struct.Struct("!IiIIQI")
+CONTROL = 0xFFFFFFFF          # the channel of control frames (heartbeats, goodbyes, rescaling)
 MAX_FRAME = 256 * 1024 * 1024
 
 

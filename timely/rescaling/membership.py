@@ -48,7 +48,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..communication.cluster.connection import CONTROL
+from ..communication.codec import CONTROL
 from ..communication.errors import ClusterError
 from .messages import RescaleMessage
 

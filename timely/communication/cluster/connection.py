@@ -35,12 +35,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..codec import HEADER, FrameError, decode_header, decode_payload, encode_frame, new_decoder
+from ..codec import CONTROL, HEADER, FrameError, decode_header, decode_payload, encode_frame, new_decoder
 
 if TYPE_CHECKING:
     from .hub import ClusterHub
 
-CONTROL = 0xFFFFFFFF          # channel of control frames
 # magic, process, processes, workers, original processes, joining (bootstrap worker + 1, or 0)
 _HELLO = struct.Struct("!8sIIIII")
 _MAGIC = b"pytimely"
