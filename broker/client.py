@@ -106,15 +106,17 @@ def describe(error: Any) -> str:
     return inner.str() if hasattr(inner, "str") else str(error)
 
 
-def ensure_topics(admin: Any, names: Iterable[str], timeout: float = 10.0) -> None:
-    """Create the single-partition topics ``names`` that do not exist yet."""
+def ensure_topics(admin: Any, names: Iterable[str], timeout: float = 10.0,
+                  config: Optional[dict] = None) -> None:
+    """Create the single-partition topics ``names`` that do not exist yet, with the topic
+    ``config`` given (e.g. no retention), else the broker's defaults."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
     existing = set(admin.list_topics(timeout=timeout).topics)
     wanted = [n for n in names if n not in existing]
     if not wanted:
         return
-    for name, future in admin.create_topics([NewTopic(n, 1, 1) for n in wanted],
+    for name, future in admin.create_topics([NewTopic(n, 1, 1, config=dict(config or {})) for n in wanted],
                                             operation_timeout=timeout).items():
         try:
             future.result(timeout)

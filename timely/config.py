@@ -4,7 +4,8 @@ Precedence, lowest first: defaults, the TOML file (``--config FILE`` or
 ``TIMELY_CONFIG``), environment variables (``TIMELY_WORKERS``, ``TIMELY_PROCESSES``,
 ``TIMELY_PROCESS``, ``TIMELY_HOSTFILE``, ``TIMELY_PROGRESS_MODE``,
 ``TIMELY_KAFKA_BOOTSTRAP``, ``TIMELY_KAFKA_PREFIX``, ``TIMELY_REBALANCE``,
-``TIMELY_MIGRATION``, ``TIMELY_CLUSTER_SECRET`` for the secret), then command-line arguments, which use timely's flags:
+``TIMELY_MIGRATION``, ``TIMELY_CHECKPOINT``, ``TIMELY_CHECKPOINT_INTERVAL``,
+``TIMELY_CLUSTER_SECRET`` for the secret), then command-line arguments, which use timely's flags:
 ``-w WORKERS -n PROCESSES -p INDEX -h HOSTFILE``. Wrong values raise ``ConfigError``
 naming the setting.
 
@@ -57,6 +58,11 @@ class Config:
     state_log_every: int = 0              # log progress-state sizes every N steps (0: never)
     rebalance: str = "auto"               # "auto": move bins to joined workers; "off": never
     migration: str = "batched"            # "all-at-once" | "fluid" | "batched"
+    # where keyed state is checkpointed (timely.checkpoint): "auto" (Kafka, for a dataflow
+    # with kafka_source and kafka_commit; else off), "kafka", "dir:PATH" or "off"
+    checkpoint: str = "auto"
+    checkpoint_interval: int = 1          # a checkpoint at every multiple of N epochs
+    checkpoint_name: Optional[str] = None  # the store's namespace (default: source group + dataflow)
     extra: list[str] = dataclasses.field(default_factory=list)  # arguments not ours
 
     def validate(self) -> "Config":
@@ -83,6 +89,12 @@ class Config:
             raise ConfigError(f"rebalance must be 'auto' or 'off', got {self.rebalance!r}")
         if self.migration not in ("all-at-once", "fluid", "batched"):
             raise ConfigError(f"migration must be 'all-at-once', 'fluid' or 'batched', got {self.migration!r}")
+        if not (self.checkpoint in ("auto", "kafka", "off") or
+                (self.checkpoint.startswith("dir:") and len(self.checkpoint) > 4)):
+            raise ConfigError(f"checkpoint must be 'auto', 'kafka', 'dir:PATH' or 'off', got {self.checkpoint!r}")
+        if type(self.checkpoint_interval) is not int or self.checkpoint_interval < 1:
+            raise ConfigError(f"checkpoint_interval must be a whole number of epochs >= 1, "
+                              f"got {self.checkpoint_interval!r}")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
         if self.join is not None:
@@ -166,6 +178,9 @@ class Config:
         parser.add_argument("--state-log-every", dest="state_log_every", type=int)
         parser.add_argument("--rebalance")
         parser.add_argument("--migration")
+        parser.add_argument("--checkpoint")
+        parser.add_argument("--checkpoint-interval", dest="checkpoint_interval", type=int)
+        parser.add_argument("--checkpoint-name", dest="checkpoint_name")
         try:
             args, extra = parser.parse_known_args(list(argv))
         except SystemExit:
@@ -183,6 +198,8 @@ class Config:
                                 ("timeout", "TIMELY_TIMEOUT", float),
                                 ("rebalance", "TIMELY_REBALANCE", str),
                                 ("migration", "TIMELY_MIGRATION", str),
+                                ("checkpoint", "TIMELY_CHECKPOINT", str),
+                                ("checkpoint_interval", "TIMELY_CHECKPOINT_INTERVAL", int),
                                 ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):
             if name in env:
                 try:

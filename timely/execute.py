@@ -8,10 +8,11 @@ others stop (fail-stop) and the first error is raised here.
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any, Callable, Sequence
 
 from .communication.cluster import execute_cluster
-from .communication.kafka import KafkaProgress
+from .communication.kafka import KafkaProgress, progress_prefix
 from .communication.thread import ProcessHub
 from .config import Config
 from .worker import Worker, WorkerAborted
@@ -28,7 +29,8 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
     errors: list[BaseException] = []
     if config.progress_mode == "kafka":
         everyone = list(range(config.workers))
-        hub.kafka = KafkaProgress(config, hub, everyone, everyone, joining=False)
+        hub.kafka = KafkaProgress(config, hub, everyone, everyone, joining=False,
+                                  prefix=progress_prefix(config, uuid.uuid4().hex[:8]))
 
     workers = [Worker(config, hub.allocator(i), abort) for i in range(config.workers)]
     if config.check_progress:
@@ -57,8 +59,7 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
             t.start()
         for t in threads:
             t.join()
-    if hub.kafka is not None:
-        hub.kafka.close()
+    hub.close_clients()
     if errors:
         raise errors[0]
     if hub.error is not None:

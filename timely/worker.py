@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from .checkpoint.context import DataflowCheckpoint
 from .config import Config
 from .dataflow.activations import Activations
 from .dataflow.scope import Scope
@@ -22,6 +23,7 @@ from .rescaling import leave
 from .rescaling.bootstrap import BootstrapServer, run_client, run_kafka_client
 from .rescaling.grants import announce, retract
 from .rescaling.leave import LeaveRefused
+from .rescaling import recovery
 
 
 class WorkerAborted(RuntimeError):
@@ -36,6 +38,9 @@ class Worker:
         self.peers: int = allocator.peers
         #: workers when the dataflows were built: each output starts with this many capabilities
         self.initial_peers: int = allocator.peers
+        #: the workers when the dataflows were built (a crash leaves holes): bins, source
+        #: partitions and sink partitions are spread over them, in this order
+        self.initial_workers: list[int] = list(range(allocator.peers))
         #: the workers Exchange routes to (``stable_hash64 % len``): a joining process is
         #: included once it has finished joining (nothing is routed to a worker that may
         #: vanish), a leaving one is dropped as soon as its leave is applied
@@ -64,6 +69,7 @@ class Worker:
         self.pending_capabilities: list = []
         if self.is_joiner:
             self.initial_peers = config.processes * config.workers
+            self.initial_workers = list(range(self.initial_peers))
         self.activations = Activations()
         self.progcasters: dict[int, Any] = {}
         self._scope_of_channel: dict[int, Any] = {}
@@ -91,6 +97,19 @@ class Worker:
         self.process_workers: Optional[list] = None
         #: the BinStates of every stateful (Megaphone) operator this worker built
         self.stateful_states: list = []
+        #: the checkpointing of the dataflow being built (timely.checkpoint.context), and
+        #: of every dataflow built, by index
+        self.checkpoint_context: Optional[DataflowCheckpoint] = None
+        self.checkpoint_contexts: dict[int, DataflowCheckpoint] = {}
+        #: how each dataflow was built (index -> build, name, minimum), to build it again
+        #: after a crash (timely.rescaling.recovery)
+        self._builders: dict[int, tuple] = {}
+        #: a member died: the dataflows are dropped until the survivors agree where to
+        #: start again, then rebuilt (``rebuild_indices``)
+        self.recovering = False
+        self.rebuild_indices: list[int] = []
+        #: this process's checkpoint stores, shared by its workers (timely.checkpoint.registry)
+        self.checkpoints = allocator.hub.checkpoints
         #: called after each rescale event is applied (the rebalancers' activators)
         self.rescale_listeners: list[Callable[[], None]] = []
         self.step_lock: Optional[Any] = None
@@ -135,11 +154,20 @@ class Worker:
                 return self._build_dataflow(build, name, minimum)
         return self._build_dataflow(build, name, minimum)
 
-    def _build_dataflow(self, build: Callable[[Scope], Any], name: Optional[str], minimum: Any) -> Any:
-        index = self._dataflow_count
-        self._dataflow_count += 1
+    def _build_dataflow(self, build: Callable[[Scope], Any], name: Optional[str], minimum: Any,
+                        index: Optional[int] = None) -> Any:
+        if index is None:
+            index = self._dataflow_count
+            self._dataflow_count += 1
+        self._builders[index] = (build, name, minimum)
         scope = Scope(self, name or f"Dataflow{index}", (index,), minimum)
-        result = build(scope)
+        ctx = self.checkpoint_context = DataflowCheckpoint(self, scope)
+        try:
+            result = build(scope)
+            ctx.finish()     # decide, restore, add the commit if it has none
+        finally:
+            self.checkpoint_context = None
+        self.checkpoint_contexts[index] = ctx
         subgraph = scope.subgraph.build(self)
         subgraph.get_internal_summary()
         subgraph.set_external_summary()
@@ -147,6 +175,50 @@ class Worker:
         for nested in subgraphs(subgraph):
             self._scope_of_channel[nested.progcaster.channel] = nested
         return result
+
+    def rebuild_dataflow(self, index: int) -> None:
+        """Build dataflow ``index`` again, as it was first built (after a crash: its
+        checkpoint context restores it; see timely.rescaling.recovery)."""
+        build, name, minimum = self._builders[index]
+        if self.step_lock is not None:
+            with self.step_lock:
+                self._build_dataflow(build, name, minimum, index)
+        else:
+            self._build_dataflow(build, name, minimum, index)
+
+    def become_member(self, workers: list[int], identifier_base: int) -> None:
+        """After a rollback: ``workers`` are the cluster, every one alike (a joiner that
+        had finished joining is a member; a leave under way is called off), and new
+        channels are numbered from ``identifier_base``."""
+        self.initial_workers = list(workers)
+        self.initial_peers = len(workers)
+        self.routing_workers = list(workers)
+        self.broadcast_workers = list(workers)
+        self.is_joiner = False
+        self.pending_capabilities = []
+        self.leaving = self.quiesced = self.left = False
+        self.stop_needed = set()
+        self.stopped_by = set()
+        self._identifiers = identifier_base
+
+    def forget_grants(self) -> None:
+        """Joins this worker was serving are void (a crash drops unfinished joiners)."""
+        self._granted.clear()
+        self._to_serve = []
+
+    @property
+    def channel_paths(self) -> dict[int, tuple]:
+        """channel -> the path of the operator (or scope) its arrivals activate."""
+        return self._channel_paths
+
+    @property
+    def bootstrap_servers(self) -> dict:
+        """joining process -> the BootstrapServer this worker runs for it."""
+        return self._servers
+
+    @property
+    def membership(self) -> Any:
+        return self._membership
 
     def dataflows(self) -> list[int]:
         """Indices of the dataflows not yet complete."""
@@ -210,6 +282,10 @@ class Worker:
                 # after everything this worker sent there, on the same FIFO connection
                 allocator.control_send(message.process, message.first, message.last,
                                        ("stopped", self.index))
+        elif message.kind == "crash":
+            recovery.suspend(self, message)
+        elif message.kind == "rollback":
+            recovery.rebuild(self, message)
         elif message.kind == "left":
             allocator.remove_process(message.process)
             server = self._servers.pop(message.process, None)
@@ -350,7 +426,7 @@ class Worker:
         if every and self.steps % every == 0:
             self.log.info("worker %d step %d: progress state %s", self.index, self.steps,
                           self.progress_state_size())
-        return bool(dataflows)
+        return bool(dataflows) or self.recovering
 
     def step_or_park(self, timeout: Optional[float] = 0.01) -> bool:
         """Wait (up to ``timeout``) for messages if there is nothing to do, then ``step``.
@@ -360,7 +436,7 @@ class Worker:
         if self._abort is not None and self._abort.is_set():
             # execute raises the cause: the failing worker's error, or the transport's
             raise WorkerAborted(f"worker {self.index}: stopping, the computation failed")
-        if self.activations.is_idle() and self._dataflows:
+        if self.activations.is_idle() and (self._dataflows or self.recovering):
             self.allocator.await_events(timeout)
         if self.step_lock is not None:
             with self.step_lock:
@@ -374,5 +450,9 @@ class Worker:
 
     def run(self) -> None:
         """Step until every dataflow is complete."""
-        while self.step_or_park():
-            pass
+        try:
+            while self.step_or_park():
+                pass
+        finally:
+            if self._membership is not None:
+                self._membership.worker_finished()

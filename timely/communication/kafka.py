@@ -46,19 +46,34 @@ class _LogPusher:
         self._log.append(source, self._channel, seq, updates)
 
 
+def progress_prefix(config: Any, run: str, round_: int = 0) -> str:
+    """The topic prefix of a run's progress logs: ``--kafka-prefix``, the run (a fresh
+    start of the job: old logs are never read again), and the round after crashes.
+
+    >>> progress_prefix(type("C", (), {"kafka_prefix": "job"}), "ab12", 2)
+    'job.ab12.r2'
+    """
+    base = f"{config.kafka_prefix}.{run}"
+    return base if not round_ else f"{base}.r{round_}"
+
+
 class KafkaProgress:
     """One process's progress transport over Kafka: the writer and the subscriber."""
 
     def __init__(self, config: Any, hub: Any, local_workers: list[int], cluster_workers: list[int],
-                 joining: bool) -> None:
+                 joining: bool, prefix: str) -> None:
         self.config = config
         self.hub = hub
         bootstrap = config.kafka_bootstrap
         options = dict(config.kafka_options or {})
-        self.log = ProgressLog(bootstrap, config.kafka_prefix, local_workers,
+        #: the logs of one run of the job (and one round of it: a rollback after a crash
+        #: starts every worker's log afresh): ``progress_prefix``
+        self.prefix = prefix
+        log.info("progress logs under %s", prefix)
+        self.log = ProgressLog(bootstrap, prefix, local_workers,
                                snapshot_interval=config.kafka_snapshot_interval,
                                segment_records=config.kafka_segment_records, options=options)
-        self.subscriber = Subscriber(bootstrap, config.kafka_prefix, self._deliver,
+        self.subscriber = Subscriber(bootstrap, prefix, self._deliver,
                                      name=f"p{config.process}", on_error=self._error, options=options,
                                      check=lambda: self.log.error)
         self.snapshots: dict[int, Optional[tuple]] = {}

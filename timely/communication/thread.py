@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any
+from typing import Any, Callable
+
+from ..checkpoint.registry import Registry
 
 
 class LocalPusher:
@@ -82,11 +84,31 @@ class ProcessHub:
         self.first_index = first_index
         self._queues: dict[int, list[deque]] = {}
         self._lock = threading.Lock()
+        self._agreed: dict[str, Any] = {}
+        self._agree_lock = threading.Lock()
         self.events = [deque() for _ in range(workers)]
         self.wakes = [threading.Event() for _ in range(workers)]
         self.abort = threading.Event()
         self.error: BaseException | None = None
         self.kafka = None           # KafkaProgress, in Kafka progress mode
+        #: checkpoint stores and the incarnation the workers agree on (timely.checkpoint)
+        self.checkpoints = Registry(self.agree)
+
+    def close_clients(self) -> None:
+        """Close what this process opened outside the dataflows: the Kafka progress
+        transport and the checkpoint stores (each flushes what it still holds, bounded)."""
+        if self.kafka is not None:
+            self.kafka.close()
+        self.checkpoints.close()
+
+    def agree(self, key: str, decide: Callable[[], Any]) -> Any:
+        """One value for ``key`` for every worker of the computation: decided here, once
+        (a cluster decides on its lowest process and tells the others)."""
+        with self._agree_lock:
+            found = self._agreed.get(key)
+            if found is None:
+                found = self._agreed[key] = decide()
+            return found
 
     def fail(self, error: BaseException) -> None:
         """Stop every worker of this process with ``error`` (fail-stop)."""

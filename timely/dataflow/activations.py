@@ -33,5 +33,18 @@ class Activations:
         found = self._pending.pop(scope, None)
         return list(found) if found else []
 
+    def forget(self, path: tuple) -> None:
+        """Drop what is pending at or under ``path`` (a dataflow that was dropped)."""
+        for prefix in [p for p in self._pending if p[:len(path)] == path]:
+            del self._pending[prefix]
+        if len(path) > 1:
+            found = self._pending.get(path[:-1])
+            if found is not None:
+                found.discard(path[-1])
+        elif path:
+            found = self._pending.get(())
+            if found is not None:
+                found.discard(path[0])
+
     def is_idle(self) -> bool:
         return not self._pending

@@ -141,8 +141,10 @@ class _ExchangePusher:
         worker = self._worker
         pushers = self._pushers
         if self._pinned:
-            targets = None
-            peers = worker.initial_peers
+            targets = worker.initial_workers
+            peers = len(targets)
+            if targets[-1] == peers - 1:
+                targets = None
         else:
             targets = worker.routing_workers
             peers = len(targets)

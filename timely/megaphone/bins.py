@@ -77,9 +77,16 @@ class RoutingTable:
             raise ValueError("a routing table maps every bin to a worker index (an int >= 0)")
 
     @classmethod
-    def round_robin(cls, bins: int, workers: int) -> "RoutingTable":
-        """Bin b to worker ``b % workers``: the table every worker builds at start."""
-        return cls(b % workers for b in range(bins))
+    def round_robin(cls, bins: int, workers: Any) -> "RoutingTable":
+        """Bin b to ``workers[b % len(workers)]`` (``workers``: a list, or a count n for
+        0..n-1): the table every worker builds at start.
+
+        >>> RoutingTable.round_robin(4, [0, 2]).table
+        (0, 2, 0, 2)
+        """
+        if isinstance(workers, int):
+            workers = range(workers)
+        return cls(workers[b % len(workers)] for b in range(bins))
 
     def __len__(self) -> int:
         return len(self.table)

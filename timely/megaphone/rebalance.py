@@ -1,11 +1,11 @@
 """The rebalancer: the cluster's own control stream for stateful operators.
 
 When a stateful operator is built without a control stream, every worker adds a
-Rebalancer operator whose output is that stream. Worker 0's holds a capability one
+Rebalancer operator whose output is that stream. The first worker's holds a capability one
 epoch ahead of the data's frontier (the others drop theirs): F routes records at t as soon as they arrive (the control
 frontier is past t), and a command issued now, at t + 1, precedes every record routed
 at t + 1.
-On worker 0 it watches the cluster: once a process has joined (its workers are part of
+On the first worker (worker 0, or the least that survives a crash) it watches the cluster: once a process has joined (its workers are part of
 ``worker.routing_peers``) it issues ``Bootstrap(0, w)`` for each new worker ``w``, waits
 for that step to complete (the stateful operator's output frontier, fed back, has
 passed its time), then moves bins until every worker owns an equal share (within one
@@ -100,11 +100,11 @@ def migration_steps(moves: list[tuple[int, int]], strategy: str,
 
 
 class _Driver:
-    """Worker 0's side: what has been issued and what is left to issue."""
+    """The first worker's side: what has been issued and what is left to issue."""
 
-    def __init__(self, table: tuple, workers: int) -> None:
+    def __init__(self, table: tuple, workers: list) -> None:
         self.table = list(table)
-        self.workers = list(range(workers))     # the workers routed to, as last seen
+        self.workers = list(workers)            # the workers routed to, as last seen
         self.steps: list[list[tuple[int, int]]] = []
         self.last_time: Any = None       # time of the last step issued
         self.issued_steps = 0
@@ -126,8 +126,8 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
     activate = worker.activations.activate
     path = builder.path
     worker.rescale_listeners.append(lambda: activate(path))
-    driver = _Driver(RoutingTable.round_robin(bins, worker.initial_peers).table,
-                     worker.initial_peers) if worker.index == 0 and not worker.is_joiner else None
+    driver = _Driver(RoutingTable.round_robin(bins, worker.initial_workers).table,
+                     worker.initial_workers) if worker.index == worker.initial_workers[0] and not worker.is_joiner else None
 
     def completed() -> bool:
         return driver.last_time is None or not feedback_in.frontier.less_equal(driver.last_time)

@@ -99,7 +99,7 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
 
     me = worker.index
     nbins = 1 << k
-    router = RouterState(RoutingTable.round_robin(nbins, worker.initial_peers).table,
+    router = RouterState(RoutingTable.round_robin(nbins, worker.initial_workers).table,
                          bootstrapped=not worker.is_joiner, minimum=scope.minimum)
     control_frontier = control_in.frontier
     feedback_frontier = feedback_in.frontier
@@ -190,6 +190,11 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
             if ships_state:
                 moving = [b for b in range(nbins) if old[b] == me and new[b] != me]
                 if moving:
+                    binlog = states.log
+                    if binlog is not None:
+                        binlog.cross(c)     # S has absorbed everything before c, nothing after
+                        for b in moving:
+                            binlog.leave(b)
                     shipped = [(new[b], b) + states.take(b).to_wire() for b in moving]
                     state_out.give_batch(cap, shipped)
                     keys = sum(len(s[2]) for s in shipped)

@@ -32,6 +32,7 @@ user's function; a notification O(1) to schedule.
 from __future__ import annotations
 
 import logging
+from operator import itemgetter
 from typing import Any, Callable, Iterable, Optional
 
 from ..dataflow.channels import Direct
@@ -39,6 +40,7 @@ from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
 from .bins import DEFAULT_BINS, RoutingTable, bin_shift
 from .routing import build_router, first
+from ..checkpoint.binlog import END
 
 log = logging.getLogger("timely.megaphone")
 
@@ -59,7 +61,7 @@ class Bin:
 
     def to_wire(self) -> tuple:
         """``(state pairs, pending)`` as msgpack-able lists (keys may be tuples)."""
-        return (list(self.state.items()),
+        return (list(dict.items(self.state)),
                 [(t, [list(e) for e in entries]) for t, entries in sorted(self.pending.items())])
 
     @classmethod
@@ -78,6 +80,20 @@ class BinStates:
         self.routers: list = []          # the F operators feeding this state
         self.shipped: list[tuple[Any, int, int]] = []    # (time, bins, keys) sent away
         self.received: list[tuple[Any, int, int]] = []   # (time, bins, keys) taken in
+        #: its checkpoints (timely.checkpoint.BinLog), or None when they are off
+        self.log: Any = None
+        self.dataflow: int = 0           # the index of its dataflow
+        #: notifications of restored bins, waiting for the S operator's capabilities
+        self.restored: dict[int, dict] = {}
+
+    def pending_wire(self, b: int) -> list:
+        """Bin ``b``'s pending notifications as msgpack-able lists (for checkpoints)."""
+        return self.bins[b].to_wire()[1]
+
+    def restored_pending(self, b: int, pending: dict) -> None:
+        """Bin ``b`` was restored from a checkpoint with these pending notifications."""
+        if pending:
+            self.restored[b] = pending
 
     def take(self, b: int) -> Bin:
         try:
@@ -94,7 +110,7 @@ class BinStates:
 
     def keys(self) -> int:
         """Keys held here, over every bin."""
-        return sum(len(b.state) for b in self.bins.values())
+        return sum(dict.__len__(b.state) for b in self.bins.values())
 
     def table(self) -> tuple:
         """The routing table in force here (the active configuration of the first F)."""
@@ -104,7 +120,7 @@ class BinStates:
         """``{key: state}`` over every bin held (a copy, for checks)."""
         out: dict = {}
         for b in self.bins.values():
-            out.update(b.state)
+            out.update(dict.items(b.state))
         return out
 
 
@@ -146,11 +162,18 @@ def _control_stream(streams: list[Stream], control: Optional[Stream], feedback: 
 
 
 def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Optional[Stream],
-              name: str, bins: int, make_apply: Callable, eager: bool = False) -> Stream:
+              name: str, bins: int, make_apply: Callable, eager: bool = False,
+              tracked: bool = True) -> Stream:
     """F per input, one S, the feedback from S to the Fs; ``make_apply(states, give,
     schedule)`` returns ``apply(time, cap, entries, bins_due)`` (``entries``: a list of
     ``(input, bin, records)``). ``eager``: apply records at the frontier's time as they
-    arrive (no notifications: ``state_machine``) instead of once the time is complete."""
+    arrive (no notifications: ``state_machine``) instead of once the time is complete.
+    ``tracked``: the logic mutates the bins' dicts itself, so checkpoints learn the keys
+    it changed from them (``TrackedDict``); otherwise ``apply`` names them (``touch``).
+
+    S checkpoints its bins (``timely.checkpoint.BinLog``, when the dataflow's
+    checkpoints are on) each time it crosses a boundary, and holds a second output's
+    capability where they are durable: the dataflow's commit operator waits on it."""
     scope = streams[0].scope
     _check_total_order(scope, name)
     for s in streams[1:]:
@@ -158,8 +181,9 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
             raise ValueError(f"{name}: inputs in different scopes")
     k = bin_shift(bins)
     worker = scope.worker
-    table = RoutingTable.round_robin(bins, worker.initial_peers)
+    table = RoutingTable.round_robin(bins, worker.initial_workers)
     states = BinStates(name, worker.index, [] if worker.is_joiner else table.bins_of(worker.index))
+    states.dataflow = scope.path[0]
     handle, feedback = scope.feedback(identity_summary(scope.minimum))
     control_b = _control_stream(streams, control, feedback, bins, name)
     routed = [build_router(s, control_b, feedback, key, k, states, i == 0, name)
@@ -169,10 +193,13 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     data_ins = [builder.new_input(data, Direct(first)) for data, _ in routed]
     state_in = builder.new_input(routed[0][1], Direct(first))
     out, result = builder.new_output()
+    _ack_out, acks = builder.new_output()      # held where this worker's checkpoints are durable
     frontiers = [p.frontier for p in data_ins] + [state_in.frontier]
     stash: dict[Any, list] = {}
     caps: dict[Any, Any] = {}
     notify_index: dict[Any, set] = {}
+    activate = worker.activations.activate
+    path = builder.path
 
     def schedule(b: int, cap: Any) -> Callable[[Any, Any, int], None]:
         def at(time: Any, record: Any, input: int) -> None:
@@ -180,11 +207,18 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
             notify_index.setdefault(time, set()).add(b)
             if time not in caps:
                 caps[time] = cap.delayed(time)
+            if states.log is not None:
+                states.log.touch_bin(b)
         return at
 
     apply = make_apply(states, out, schedule)
 
-    def apply_eagerly() -> None:
+    def least() -> Any:
+        """The least time any input may still bring (None: the inputs are exhausted)."""
+        times = [t for f in frontiers for t in f.frontier()]
+        return min(times) if times else None
+
+    def apply_eagerly(log: Any) -> None:
         """Records at the frontier's time t are applied as they arrive, bin by bin,
         once their bin is here (a bin arriving at t comes on the state input): no
         record at an earlier time can still come, so time order per key holds."""
@@ -200,6 +234,9 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                 if waiting:
                     entries = [e for e in entries if e[1] in bins]
                     stash[t] = waiting
+            if log is not None:
+                log.cross(t)
+                log.applied(t)
             apply(t, caps[t], entries, ())
             if t in stash:
                 return
@@ -208,20 +245,54 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                 return
 
     def constructor(initial):
-        for cap in initial:
-            cap.drop()
+        held = {"data": initial[0], "ack": initial[1]}
+
+        def acknowledge(log: Any) -> None:
+            """Hold the acknowledgement capability where this worker's checkpoints are
+            durable; poll while some are not yet."""
+            ack = held["ack"]
+            if ack is None:
+                return
+            if log is None:
+                ack.drop()
+                held["ack"] = None
+                return
+            durable = log.durable()
+            if durable == END:
+                ack.drop()
+                held["ack"] = None
+            elif durable is not None and durable > ack.time:
+                ack.downgrade(durable)
+            if log.waiting:
+                activate(path)
 
         def logic():
+            log = states.log
+            data = held["data"]
+            if data is not None:
+                # the first run, after any restore: restored bins' notifications need
+                # capabilities at their times
+                for b, pending in states.restored.items():
+                    for t in pending:
+                        notify_index.setdefault(t, set()).add(b)
+                        if t not in caps:
+                            caps[t] = data.delayed(t)
+                states.restored.clear()
+                data.drop()
+                held["data"] = None
             for icap, shipped in state_in:
                 nkeys = 0
                 for _target, b, items, pending in shipped:
                     bin = Bin.from_wire(items, pending)
+                    if log is not None:
+                        bin.state = log.adopt(bin.state)
+                        log.arrive(b, icap.time)
                     states.put(b, bin)
-                    nkeys += len(bin.state)
+                    nkeys += dict.__len__(bin.state)
                     for t in bin.pending:
                         notify_index.setdefault(t, set()).add(b)
                         if t not in caps:
-                            caps[t] = icap.delayed(t)
+                            caps[t] = icap.delayed_for_output(t, 0)
                 states.received.append((icap.time, len(shipped), nkeys))
             for i, port in enumerate(data_ins):
                 for icap, messages in port:
@@ -232,23 +303,34 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                     for _target, groups in messages:
                         entries.extend((i, b, rs) for b, rs in groups)
                     if t not in caps:
-                        caps[t] = icap.retain()
+                        caps[t] = icap.retain_for_output(0)
             if eager:
-                apply_eagerly()
-                return
-            while caps:
-                t = min(caps)
-                if any(f.less_equal(t) for f in frontiers):
-                    break
-                cap = caps[t]
-                apply(t, cap, stash.pop(t, ()), notify_index.pop(t, ()))
-                del caps[t]
-                cap.drop()
+                apply_eagerly(log)
+            else:
+                while caps:
+                    t = min(caps)
+                    if any(f.less_equal(t) for f in frontiers):
+                        break
+                    cap = caps[t]
+                    if log is not None:
+                        log.cross(t)
+                        log.applied(t)
+                    apply(t, cap, stash.pop(t, ()), notify_index.pop(t, ()))
+                    del caps[t]
+                    cap.drop()
+            if log is not None:
+                log.cross(least())
+            acknowledge(log)
         return logic
     builder.build(constructor)
     worker.stateful_states.append(states)
+    worker.checkpoint_context.add_state(f"{name}@{'.'.join(map(str, path))}", states, bins, acks,
+                                        tracked, scope.minimum)
     result.connect_loop(handle)     # F only reads its frontier (and drains what it gets)
     return result
+
+
+_key_of = itemgetter(0)
 
 
 def _missing_bin(states: BinStates, b: int) -> StatefulError:
@@ -289,15 +371,18 @@ def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], contro
         def apply(t, cap, entries, _bins_due):
             emitted: list = []
             extend = emitted.extend
+            log = states.log
             for _, b, records in entries:
                 bin = bins_.get(b)
                 if bin is None:
                     raise _missing_bin(states, b)
+                if log is not None:
+                    log.touch(b, map(_key_of, records))
                 apply_fold(fold, bin.state, records, extend, name, t)
             if emitted:
                 out.give_batch(cap, emitted)
         return apply
-    return _stateful([stream], [None], control, name, bins, make_apply, eager=True)
+    return _stateful([stream], [None], control, name, bins, make_apply, eager=True, tracked=False)
 
 
 def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
@@ -321,10 +406,13 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
                     for i, record in due:
                         lists[i].append(record)
             emitted: list = []
+            log = states.log
             for b in sorted(per_bin):
                 bin = bins_.get(b)
                 if bin is None:
                     raise _missing_bin(states, b)
+                if log is not None:
+                    log.touch_bin(b)    # its keys: what the TrackedDict saw the logic touch
                 try:
                     logic(t, *per_bin[b], bin.state, Notificator(schedule(b, cap), t), emitted)
                 except StatefulError:

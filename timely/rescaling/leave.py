@@ -59,7 +59,7 @@ def refusal(worker: Any) -> Optional[str]:
         return "rescaling is switched off (--no-rescaling)"
     if not any(p not in hub.membership.leaving for p in hub.connections):
         return "it is the last process of the cluster"
-    if worker.pinned_routing and hub.first_index < worker.initial_peers:
+    if worker.pinned_routing and set(mine) & set(worker.initial_workers):
         return ("a dataflow routes keyed records pinned to the workers it was built on "
                 "(Exchange(pinned=True)), and this process hosts some of them: their state "
                 "cannot move; use the stateful operators (timely.megaphone) instead")
@@ -67,8 +67,9 @@ def refusal(worker: Any) -> Optional[str]:
     if writes:
         return (f"it writes partitions of Kafka topics {writes} (kafka_sink): each partition has "
                 f"one writer, fixed when the dataflow was built")
-    if worker.stateful_states and 0 in mine:
-        return ("it hosts worker 0, which runs the stateful operators' rebalancer")
+    if worker.stateful_states and worker.initial_workers[0] in mine:
+        return (f"it hosts worker {worker.initial_workers[0]}, which runs the stateful operators' "
+                f"rebalancer")
     return None
 
 

@@ -84,6 +84,16 @@ class Membership:
         self.departed: set[int] = set()
         self._waiting_logged = ""
         self.members: Optional[set] = None  # a joiner: the processes its bootstrap process named
+        #: values the cluster agreed on (``agree``), e.g. where checkpoints restart from
+        self.agreed: dict[str, Any] = {}
+        self._agreement = threading.Condition(lock)
+        # crashes (see "Crashes" in the module docstring)
+        self.dead: set[int] = set()         # members that died without leaving
+        self.round = 0                      # rollbacks so far (the coordinator's count)
+        self.recovering = False
+        self._suspended = 0                 # local workers that dropped their dataflows
+        self._finished = 0                  # local workers whose dataflows are all complete
+        self._ready: dict[int, tuple] = {}  # coordinator: process -> the dead it knows of
 
     def _post(self, message: RescaleMessage) -> None:
         hub = self.hub
@@ -122,7 +132,9 @@ class Membership:
 
         def admit(conn: Connection) -> None:
             if bootstrap in range(hub.first_index, hub.first_index + hub.workers):
-                conn.send_frame(CONTROL, -1, 0, 0, 0, ("members", members))
+                with self._lock:
+                    agreed = dict(self.agreed)
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("members", members, agreed))
             self._post(RescaleMessage("join", process, first, first + hub.workers_per_process - 1,
                                       bootstrap=bootstrap))
         return admit
@@ -151,6 +163,46 @@ class Membership:
             if hub.abort.is_set():
                 return
 
+    # ---- agreeing -------------------------------------------------------------------------
+    def coordinator(self) -> int:
+        """The process that decides for the cluster: the lowest member (a joiner never)."""
+        hub = self.hub
+        with self._lock:
+            live = set(hub.connections) - {p for p, c in hub.connections.items() if c.joining}
+        if hub.joining and not self._joined.is_set():
+            return min(live) if live else hub.process
+        return min(live | {hub.process})
+
+    def agree(self, key: str, decide: Callable[[], Any]) -> Any:
+        """One value for ``key`` in the whole cluster: the coordinator calls ``decide()``
+        and tells every process (a joiner hears of past ones with the members); the
+        others wait for it, up to the timeout."""
+        hub = self.hub
+        with self._agreement:
+            if key in self.agreed:
+                return self.agreed[key]
+        coordinator = self.coordinator()
+        if coordinator == hub.process:
+            value = decide()
+            with self._agreement:
+                self.agreed[key] = value
+                conns = list(hub.connections.values())
+                for conn in conns:
+                    conn.send_frame(CONTROL, -1, 0, 0, 0, ("agreed", key, value))
+                self._agreement.notify_all()
+            return value
+        deadline = time.monotonic() + hub.timeout
+        with self._agreement:
+            while key not in self.agreed:
+                if hub.error is not None:
+                    raise hub.error
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ClusterError(f"process {hub.process}: process {coordinator} did not say "
+                                       f"where {key!r} starts within {hub.timeout:g} s")
+                self._agreement.wait(min(left, 0.1))
+            return self.agreed[key]
+
     # ---- the membership's control frames -----------------------------------------------------
     def control(self, conn: Connection, payload: Any) -> bool:
         """Handle a control frame of the join/leave protocol; False if ``payload`` is not one
@@ -168,12 +220,24 @@ class Membership:
             first_w = payload[1] * hub.workers_per_process
             self._post(RescaleMessage("quiesce", payload[1], first_w, first_w + hub.workers_per_process - 1))
         elif kind == "members":
-            self.members = set(payload[1])
+            with self._agreement:
+                self.agreed.update(payload[2])
+                self.round = self.agreed.get("round", (0, None))[0]
+                self.members = set(payload[1])
+                self._agreement.notify_all()
+        elif kind == "agreed":
+            with self._agreement:
+                self.agreed[payload[1]] = payload[2]
+                self._agreement.notify_all()
         elif kind == "log-ends":
             if hub.kafka is not None:
                 first = conn.process * hub.workers_per_process
                 hub.kafka.departed(range(first, first + hub.workers_per_process),
                                    {int(w): n for w, n in payload[1].items()})
+        elif kind == "recover-ready":
+            self._ready_from(payload[1], payload[2])
+        elif kind == "rollback":
+            self._apply_rollback(tuple(payload[1:]))
         elif kind == "joined":
             conn.joining = False
             process = payload[1]
@@ -183,6 +247,130 @@ class Membership:
         else:
             return False
         return True
+
+    def current_round(self) -> tuple[int, Optional[list]]:
+        """The rollbacks so far and the workers they left (None: none yet)."""
+        with self._lock:
+            round_, workers = self.agreed.get("round", (0, None))
+            return round_, None if workers is None else list(workers)
+
+    # ---- crashes ------------------------------------------------------------------------
+    def live(self) -> list[int]:
+        """The processes of the cluster now, this one included, but joiners that have not
+        finished joining and the dead."""
+        hub = self.hub
+        with self._lock:
+            return sorted(({p for p, c in hub.connections.items() if not c.joining} | {hub.process})
+                          - self.dead)
+
+    def crashed(self, process: int, why: str) -> None:
+        """Member ``process`` died without leaving (``why`` names it and how it was
+        noticed). The survivors roll back to their last checkpoint and go on without it:
+        every local worker drops its dataflows (a worker that cannot roll back stops the
+        process with ``why``: fail-stop), then the coordinator agrees the restart with
+        every survivor. A joiner that had not finished joining is dropped: it starts again."""
+        hub = self.hub
+        with self._lock:
+            if process in self.dead or hub.stopping:
+                return
+            self.dead.add(process)
+            self.recovering = True
+            self._suspended = 0
+            joiners = [c for c in hub.connections.values() if c.joining]
+            for conn in joiners:
+                hub.forget(conn)
+        log.error("process %d: %s; the survivors roll back to their last checkpoint and go on "
+                  "without it", hub.process, why)
+        for conn in joiners:
+            log.warning("process %d: joining process %d is dropped by the crash: it must join again",
+                        hub.process, conn.process)
+            conn.close()
+        first = process * hub.workers_per_process
+        self._post(RescaleMessage("crash", process, first, first + hub.workers_per_process - 1, payload=why))
+
+    def suspended_locally(self) -> None:
+        """A local worker dropped its dataflows after a crash; once every one has, this
+        process tells the coordinator it is ready to roll back."""
+        hub = self.hub
+        with self._lock:
+            self._suspended += 1
+            ready = self._suspended + self._finished >= hub.workers and self.recovering
+            dead = sorted(self.dead)
+        if ready:
+            self._tell_ready(dead)
+
+    def worker_finished(self) -> None:
+        """A local worker's dataflows are all complete: it takes no part in a rollback."""
+        with self._lock:
+            self._finished += 1
+            ready = self.recovering and self._suspended + self._finished >= self.hub.workers
+            dead = sorted(self.dead)
+        if ready:
+            self._tell_ready(dead)
+
+    def _tell_ready(self, dead: list) -> None:
+        hub = self.hub
+        coordinator = self.coordinator()
+        if coordinator == hub.process:
+            self._ready_from(hub.process, dead)
+        else:
+            conn = hub.connections.get(coordinator)
+            if conn is not None:
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("recover-ready", hub.process, dead))
+
+    def _ready_from(self, process: int, dead: list) -> None:
+        """(On the coordinator.) ``process`` dropped its dataflows knowing ``dead`` died;
+        once every survivor is ready with the same knowledge, decide the rollback."""
+        with self._lock:
+            self._ready[process] = tuple(dead)       # kept if it comes before we noticed
+            if not self.recovering:
+                return
+            mine = tuple(sorted(self.dead))
+            complete = all(self._ready.get(p) == mine for p in self.live())
+        if complete:
+            self._rollback(mine)
+
+    def _rollback(self, dead: tuple) -> None:
+        """(On the coordinator.) Where the survivors start again: for every checkpointed
+        dataflow a new incarnation from its last complete checkpoint, the workers that
+        remain, and a new round; every survivor hears it (``"rollback"``)."""
+        hub = self.hub
+        with self._lock:
+            round_ = self.round + 1
+            live = self.live()
+        wpp = hub.workers_per_process
+        workers = [w for p in live for w in range(p * wpp, p * wpp + wpp)]
+        decisions = hub.checkpoints.redecide(workers)
+        payload = (round_, list(dead), workers, decisions)
+        log.info("process %d: rollback %d: processes %s go on, from %s", hub.process, round_, live,
+                 {ns: d[1] for ns, d in decisions.items()})
+        with self._lock:
+            conns = list(hub.connections.values())
+        for conn in conns:
+            conn.send_frame(CONTROL, -1, 0, 0, 0, ("rollback",) + payload)
+        self._apply_rollback(payload)
+
+    def _apply_rollback(self, payload: tuple) -> None:
+        """Every survivor: adopt the rollback; a leave under way is called off (it is
+        asked again); then every local worker rebuilds its dataflows."""
+        round_, dead, workers, decisions = payload
+        hub = self.hub
+        with self._agreement:
+            self.round = round_
+            self.dead |= set(dead)
+            self.recovering = False
+            self._ready = {}
+            self.leaving.clear()
+            if self.leave_started:
+                self.leave_started = False
+                self.leave_requested = True
+                self.leave_applied = self.quiesced = 0
+                self.quiesce_sent = False
+            for key, value in hub.checkpoints.install(decisions).items():
+                self.agreed[key] = value
+            self.agreed["round"] = (round_, workers)
+        hub.restart_progress(round_, workers)
+        self._post(RescaleMessage("rollback", -1, 0, 0, payload=(round_, workers)))
 
     # ---- the end of a connection ---------------------------------------------------------
     def connection_lost(self, conn: Connection, why: str) -> None:
@@ -198,7 +386,7 @@ class Membership:
             self._post(RescaleMessage("lost", conn.process, first, first + hub.workers_per_process - 1))
             conn.close()
             return
-        hub.fail(ClusterError(f"process {conn.process} ({host}:{port}) {why}"))
+        self.crashed(conn.process, f"process {conn.process} ({host}:{port}) {why}")
 
     def connection_closed(self, conn: Connection) -> None:
         """``conn``'s peer said goodbye: a leaving process has left (it waits for our goodbye)."""

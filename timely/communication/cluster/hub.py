@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional
 from ...rescaling.membership import Membership
 from ..codec import FrameError
 from ..errors import ClusterError
+from ..kafka import KafkaProgress, progress_prefix
 from ..thread import ProcessHub
 from .allocator import ClusterAllocator
 from .connection import CONTROL, Connection, handshake
@@ -64,6 +65,24 @@ class ClusterHub(ProcessHub):
         self.refused = 0
         #: who is in the cluster, and the join/leave protocol (timely.rescaling.membership)
         self.membership = Membership(self, self._lock)
+        #: this start of the job, as the cluster agreed (names its Kafka progress logs)
+        self.run = ""
+
+    def restart_progress(self, round_: int, workers: list[int]) -> None:
+        """A rollback: in Kafka progress mode, the survivors' progress goes to new logs
+        (those of round ``round_``), tailed from their start; peer-to-peer needs nothing
+        (the rebuilt dataflows' progress channels are new)."""
+        old = self.kafka
+        if old is None:
+            return
+        first = self.first_index
+        self.kafka = KafkaProgress(self.config, self, list(range(first, first + self.workers)), list(workers),
+                                   joining=False, prefix=progress_prefix(self.config, self.run, round_))
+        old.close()
+
+    def agree(self, key: str, decide: Callable[[], Any]) -> Any:
+        """One value for ``key`` in the whole cluster (``Membership.agree``)."""
+        return self.membership.agree(key, decide)
 
     # ---- start-up ---------------------------------------------------------------------
     def listen(self) -> None:

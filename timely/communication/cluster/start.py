@@ -20,11 +20,12 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import uuid
 from typing import Any, Callable
 
 from ...worker import Worker, WorkerAborted
 from ..errors import ClusterError
-from ..kafka import KafkaProgress
+from ..kafka import KafkaProgress, progress_prefix
 from .hub import ClusterHub
 
 
@@ -58,15 +59,18 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
     hub = ClusterHub(config, secret, processes, config.processes, joining)
     hub.listen()
     try:
+        hub.connect_all()
+        # one name per start of the job: a restarted job never reads an old run's logs
+        hub.run = hub.agree("run", lambda: uuid.uuid4().hex[:8])
         if config.progress_mode == "kafka":
             w = config.workers
+            round_, members = hub.membership.current_round()
             hub.kafka = KafkaProgress(config, hub, list(range(config.process * w, (config.process + 1) * w)),
-                                      list(range(processes * w)), joining)
-        hub.connect_all()
+                                      members or list(range(processes * w)), joining,
+                                      progress_prefix(config, hub.run, round_))
     except BaseException:
         hub.kill()
-        if hub.kafka is not None:
-            hub.kafka.close()
+        hub.close_clients()
         raise
     if not config.rescaling:
         hub.stop_accepting()
@@ -96,15 +100,13 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
         t.join()
     if hub.error is not None or errors:
         hub.kill()
-        if hub.kafka is not None:
-            hub.kafka.close()
+        hub.close_clients()
         first = next((e for e in errors if not isinstance(e, ClusterError)), None)
         raise first or hub.error or errors[0]
     if hub.membership.leave_started:
         hub.membership.leave_finished()
     hub.shutdown()
-    if hub.kafka is not None:
-        hub.kafka.close()
+    hub.close_clients()
     return results
 
 

@@ -7,14 +7,19 @@ restarted dataflow resumes at the first epoch whose results are not yet in Kafka
 first reads the marker just before the committed offset, so a replay of that epoch is
 dropped). With ``end_epoch``, nothing from ``end_epoch`` on is committed.
 
+With checkpoints on (the default for a dataflow with a ``kafka_source`` and a
+``kafka_commit``), the offsets commit only at checkpoints, once every worker's state
+for them is durable (see ``timely.checkpoint.commit``).
+
 Costs: one synchronous commit per source, of the partitions whose offset moved, each
-time ``stream``'s frontier passes an epoch, and a last one once it is empty.
+time ``stream``'s frontier passes an epoch (a checkpoint), and a last one once it is
+empty.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from ...dataflow.operators import OperatorInfo
+from ...checkpoint.commit import checkpoint_commit
 from .source import _sources
 
 __all__ = ["kafka_commit"]
@@ -24,7 +29,8 @@ def kafka_commit(stream: Any, *sources: Any, name: str = "KafkaCommit") -> None:
     """Commit the consumer offsets of ``sources`` (streams from ``kafka_source``) once
     ``stream``'s frontier has passed the epochs they end, and all of them once it is
     empty. Put it after the sink: a restart then resumes at the first epoch whose
-    results were not yet acknowledged."""
+    results were not yet acknowledged. With checkpoints on, this is the dataflow's
+    commit operator (``timely.checkpoint.commit``): offsets commit at checkpoints."""
     scope = stream.scope
     registry = _sources(scope.worker)
     states = []
@@ -34,39 +40,18 @@ def kafka_commit(stream: Any, *sources: Any, name: str = "KafkaCommit") -> None:
             raise ValueError(f"kafka_commit: {source!r} is not a stream made by kafka_source")
         states.append(found)
     worker = scope.worker
-    builder = scope.operator(name)
-    port = builder.new_input(stream)
-    builder.new_output()
-    activate = OperatorInfo(builder).activator(worker)
-    worker.rescale_listeners.append(activate)
 
-    def constructor(caps):
-        # Held until the input frontier is empty, so the last commit happens before the
-        # dataflow is complete (nothing reads this output: it holds back no one else).
-        held = {"cap": caps[0], "upto": None}
+    def after(upto: Optional[int]) -> None:
+        for s in states:
+            s.commit(upto)
 
-        def logic():
-            port.drain()
-            if held["cap"] is None:
-                return
-            if worker.leaving and not any(s.parts for s in states):
-                # its partitions went to other workers with their commit points: a
-                # process leaving the cluster has nothing more to commit
-                held["cap"].drop()
-                held["cap"] = None
-                return
-            frontier = port.frontier.frontier()
-            if not len(frontier):
-                for s in states:
-                    s.commit(None)
-                    s.close()
-                held["cap"].drop()
-                held["cap"] = None
-                return
-            upto = min(frontier) - 1
-            if held["upto"] is None or upto > held["upto"]:
-                held["upto"] = upto
-                for s in states:
-                    s.commit(upto)
-        return logic
-    builder.build(constructor)
+    def done() -> None:
+        for s in states:
+            s.close()
+
+    def holds() -> bool:
+        # a leaving process's partitions went to other workers with their commit
+        # points: it has nothing more to commit
+        return not worker.leaving or any(s.parts for s in states)
+
+    checkpoint_commit(scope, [stream], worker.checkpoint_context, after, name, holds, done)

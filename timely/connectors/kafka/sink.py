@@ -92,6 +92,12 @@ class KafkaSinkState:
             raise ConnectorError(f"kafka_sink to {self.topic!r} at {brokers_string(self.brokers)}: "
                                  f"{what} not written: {problem}")
 
+    def abort(self, timeout: float) -> None:
+        """The dataflow is dropped after a crash: discard what is not sent yet and wait for
+        what is in flight, so nothing of this life lands after the next one started."""
+        self.producer.purge(in_queue=True, in_flight=False)
+        self.producer.flush(timeout)
+
     def write(self, epochs: list[tuple[int, dict]], through: Optional[int]) -> None:
         """Write each ``(epoch, {partition: [(key, value)]})`` (ascending), each followed
         by its markers, then empty-epoch markers up to ``through`` (the epoch before the
@@ -157,12 +163,13 @@ def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union
     worker = scope.worker
     from confluent_kafka import Producer
     count = topic_partitions(Producer(producer_config(brokers, add_config)), brokers, [topic])[topic]
-    workers = worker.initial_peers
-    owner = [p % workers for p in range(count)]
+    writers = worker.initial_workers
+    owner = [writers[p % len(writers)] for p in range(count)]
     owned = [] if worker.is_joiner else [p for p in range(count) if owner[p] == worker.index]
     state = KafkaSinkState(brokers, topic, add_config, fmt, owned, rows_per_message, timeout)
     # a partition's writer stays put: its process cannot leave (timely.rescaling.leave)
     worker.sink_writers[topic] = owner
+    worker.checkpoint_context.add_sink(state)
 
     # Records travel as (partition, key, value) to the partition's one writer.
     if partition is not None:

@@ -66,7 +66,7 @@ class KafkaSourceState:
 
     def __init__(self, brokers: Brokers, topics: Sequence[str], group_id: Optional[str],
                  starting_offsets: Any, add_config: Optional[dict], value_format: Format,
-                 worker_index: int, workers: int, dead_letter_topic: Optional[str],
+                 worker_index: int, workers: Sequence[int], dead_letter_topic: Optional[str],
                  end_epoch: Optional[int] = None, resume_at_marker: bool = False) -> None:
         from confluent_kafka import Consumer, TopicPartition
         self.brokers = brokers
@@ -78,7 +78,7 @@ class KafkaSourceState:
         counts = topic_partitions(self.consumer, brokers, topics)
         #: every partition of the topics, in the order ``owners`` spreads them
         self.every = [(t, p) for t in sorted(counts) for p in range(counts[t])]
-        mine = [tp for tp, w in self.owners(range(workers)).items() if w == worker_index] if workers else []
+        mine = [tp for tp, w in self.owners(workers).items() if w == worker_index] if workers else []
         self.index = worker_index
         self.handed_off = 0          # partitions given to another worker / taken from one
         self.taken = 0
@@ -93,17 +93,34 @@ class KafkaSourceState:
                 committed = {(c.topic, c.partition): c.offset for c in found if c.offset >= 0}
             for t, p in mine:
                 starts[(t, p)] = committed.get((t, p), _starting(starting_offsets, t, p))
-            if resume_at_marker:
-                # A committed offset is just past a marker: read that marker first, so the
-                # epoch it completed is known and a replay of that epoch is dropped.
-                self.resumed = {tp: o for tp, o in committed.items() if o > 0}
-            self.consumer.assign([TopicPartition(t, p, o - 1 if (t, p) in self.resumed else o)
-                                  for (t, p), o in starts.items()])
+            self.starts = starts
+            self._assign(committed if resume_at_marker else {})
         self.starts = starts
+        self.resume_at_marker = resume_at_marker
         self.dead_letter_topic = dead_letter_topic
         self._dlq = None
         self.records = 0            # events given to the dataflow
         self.dead_letters = 0
+
+    def _assign(self, resume: dict) -> None:
+        """Read this worker's partitions from ``starts``; where ``resume`` has the offset
+        (one just past a marker), read that marker first, so the epoch it completed is
+        known and a replay of that epoch is dropped."""
+        from confluent_kafka import TopicPartition
+        self.resumed.clear()            # in place: the reading step holds these dicts
+        self.resumed.update((tp, o) for tp, o in resume.items() if o > 0 and tp in self.parts)
+        self.consumer.assign([TopicPartition(t, p, o - 1 if (t, p) in self.resumed else o)
+                              for (t, p), o in self.starts.items()])
+
+    def restart_at(self, positions: dict) -> None:
+        """Read on from a checkpoint's ``positions`` ((topic, partition) -> the offset
+        where its epochs from the restore point begin) instead of the group's offsets."""
+        if not self.parts:
+            return
+        for tp in self.parts:
+            self.parts[tp] = PartitionEpochs(*tp)
+            self.starts[tp] = positions[tp]
+        self._assign(dict(self.starts) if self.resume_at_marker else {})
 
     # ---- reading ---------------------------------------------------------------------------
     def poll(self, batch_size: int, timeout: float) -> list:
@@ -206,8 +223,10 @@ class KafkaSourceState:
         for (t, p), state in self.parts.items():
             found = state.commit_offset(upto)
             if found is not None:
-                offsets.append(TopicPartition(t, p, found))
-                state.forget_commits(state.commit_points[-1][0] if upto is None else upto)
+                through = state.commit_points[-1][0] if upto is None else upto
+                # the epochs the offset ends, beside it: "epoch=E", every epoch before E is done
+                offsets.append(TopicPartition(t, p, found, metadata=f"epoch={through + 1}"))
+                state.forget_commits(through)
         if offsets and self.group_id is not None:
             try:
                 self.consumer.commit(offsets=offsets, asynchronous=False)
@@ -260,11 +279,12 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     handoffs.connect_loop(handle)
     info = OperatorInfo(builder)
     activate = info.activator(worker)
-    workers = 0 if worker.is_joiner else worker.initial_peers
+    workers = [] if worker.is_joiner else worker.initial_workers
     state = KafkaSourceState(brokers, topics, group_id, starting_offsets, add_config, fmt,
                              worker.index, workers, dead_letter_topic, end_epoch,
                              resume_at_marker=epochs == "markers")
     _sources(worker)[(scope.path, stream.source.node)] = state
+    worker.checkpoint_context.add_source(state)
 
     def constructor(caps):
         held = _Held(caps)

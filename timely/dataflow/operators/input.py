@@ -30,11 +30,21 @@ class InputHandle:
         self._cap: Optional[Capability] = None
         self._buffer: list = []
         self.closed = False
+        #: the time the input was at when it closed: every record sent was before it
+        self.closed_at: Any = None
 
         def constructor(caps):
             self._cap = caps[0]
             return None
         builder.build(constructor)
+        scope.worker.checkpoint_context.add_input(self)
+
+    def restart_at(self, time: Any) -> None:
+        """The dataflow was restored from a checkpoint at ``time``: every record before it
+        is in the restored state, so the input starts there (``time()`` says so)."""
+        cap = self._cap
+        if cap is not None and cap.valid and cap.time < time:
+            cap.downgrade(time)
 
     def time(self) -> Any:
         """The time records are sent at now (on a joining worker, after
@@ -94,6 +104,7 @@ class InputHandle:
         if not self.closed:
             self.flush()
             self.closed = True
+            self.closed_at = self._cap.time if self._cap.valid else None
             if self._cap.valid:
                 self._cap.drop()
                 self._activate()

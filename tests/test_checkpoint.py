@@ -1,0 +1,267 @@
+"""Checkpoints of keyed state and exact restarts, in one process (threads as workers).
+
+Protects: (a) a ``BinLog`` fed any sequence of applied records, crossings and bins
+moving in and out writes entries from which ``fold_bin`` gives, at every boundary it
+crossed, exactly the bin as it was then (a model dict says what that is); (b)
+``TrackedDict`` marks every key a logic could have changed; (c) a job stopped after
+some epochs and started again with the same command resumes from its last checkpoint:
+its later results (running totals included) are exactly those of a run that never
+stopped, for ``state_machine`` and ``stateful_unary`` (notifications pending across the
+restart), with another number of workers, and with a checkpoint interval; (d) a corrupt
+record, a missing bin and a program whose stateful operators changed are refused with
+an error that names them, never restored silently.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import timely
+from timely.checkpoint.binlog import BinLog
+from timely.checkpoint.records import (CheckpointCorrupt, CheckpointError, CheckpointMissing, Entry,
+                                       decode, fold_bin)
+from timely.checkpoint.tracked import TrackedDict
+
+
+# ---- BinLog against a model ----------------------------------------------------------
+class _Bin:
+    def __init__(self) -> None:
+        self.state: dict = {}
+        self.pending: dict = {}
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.records: list = []
+
+    def write(self, record) -> int:
+        self.records.append(record)
+        return len(self.records)
+
+    def durable(self, ticket: int) -> bool:
+        return True
+
+
+@settings(max_examples=300)
+@given(st.integers(1, 3), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1),
+                                             st.sampled_from(["put", "del", "cross", "move"]),
+                                             st.integers(0, 3), st.integers(0, 9)), max_size=80))
+def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(interval, steps):
+    """Two workers' BinLogs, one store. Time only grows; a step makes worker w apply a
+    record at time t to a bin it holds (put or delete a key), cross at t, or ship one
+    of its bins to the other worker at t. At every boundary both workers crossed,
+    ``fold_bin`` of every bin's entries must equal the bin as of then: the fold of every
+    record before the boundary."""
+    writer = _Writer()
+    held = [{0: _Bin(), 2: _Bin()}, {1: _Bin(), 3: _Bin()}]
+    logs = [BinLog("op", held[w], interval, writer, "i", w, 0) for w in (0, 1)]
+    for log in logs:
+        log.start(0)
+    history: list[tuple[int, int, int, object]] = []      # (time, bin, key, value or None)
+    t = 0
+    for step, (dt, w, kind, b, key) in enumerate(steps):
+        t += dt
+        log, bins = logs[w], held[w]
+        if b not in bins:
+            continue
+        if kind == "cross":
+            log.cross(t)
+        elif kind == "move":                   # F ships at t: everything before t applied here
+            if log.applied_max is not None and t <= log.applied_max:
+                continue
+            log.cross(t)
+            log.leave(b)
+            held[1 - w][b] = bins.pop(b)
+            logs[1 - w].arrive(b, t)
+        else:
+            log.cross(t)
+            log.applied(t)
+            value = step if kind == "put" else None
+            if value is None:
+                bins[b].state.pop(key, None)
+            else:
+                bins[b].state[key] = value
+            log.touch(b, [key])
+            history.append((t, b, key, value))
+    entries = [r for r in writer.records if isinstance(r, Entry)]
+    durable = min(lg.durable() for lg in logs)          # every boundary up to here is covered
+    for boundary in range(0, durable + 1, interval):
+        for b in range(4):
+            expected: dict = {}
+            for time, bb, key, value in history:
+                if bb == b and time < boundary:
+                    if value is None:
+                        expected.pop(key, None)
+                    else:
+                        expected[key] = value
+            mine = [e for e in entries if e.bin == b]
+            assert fold_bin(mine, boundary, f"bin {b}")[0] == expected, (boundary, b)
+
+
+def test_tracked_dict_marks_what_a_logic_may_change():
+    d = TrackedDict({"a": [1], "b": 2, "c": 3})
+    d.get("a").append(9)          # read, then mutated in place
+    d["x"] = 1
+    del d["b"]
+    d.setdefault("y", []).append(1)
+    d.pop("zz", None)
+    assert "c" in d and len(d) == 4
+    assert d.take_changed() == {"a", "x", "b", "y", "zz"}
+    for _ in d:                   # keys only: nothing changes
+        pass
+    assert d.take_changed() == set()
+    for v in d.values():          # every value handed out: the whole bin
+        pass
+    assert d.take_changed() is None
+    d.update(q=1)
+    assert d.take_changed() == {"q"}
+
+
+# ---- whole jobs, stopped and started again -------------------------------------------
+def _count(key, value, state):
+    total = value if state is None else state + value
+    return total, [(key, total)]
+
+
+def _words(epoch: int) -> list:
+    return [(f"w{(epoch * 7 + i) % 13}", 1 + (i % 3)) for i in range(20)]
+
+
+def _state_machine_job(upto: int, args: list) -> dict:
+    """Feed epochs from where the input starts (0, or the restored epoch) to ``upto``;
+    returns every output by epoch."""
+    def build(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            return source, stream.state_machine(_count, bins=16).capture()
+        source, captured = worker.dataflow(dataflow)
+        start = source.time()
+        for epoch in range(start, upto):
+            if worker.index == 0:
+                source.send_batch(_words(epoch))
+            source.advance_to(epoch + 1)
+        source.close()
+        worker.run()
+        return start, captured.by_time()
+    out: dict = {}
+    starts = set()
+    for start, by_time in timely.execute_from_args(args, build):
+        starts.add(start)
+        for t, rs in by_time.items():
+            out.setdefault(t, []).extend(rs)
+    return {"start": starts, "by_time": {t: sorted(rs) for t, rs in out.items()}}
+
+
+@pytest.mark.parametrize("workers", [(2, 2), (2, 3), (3, 1)])
+def test_a_restart_resumes_exactly_where_the_last_checkpoint_was(tmp_path, workers):
+    first, second = workers
+    store = ["--checkpoint", f"dir:{tmp_path}"]
+    whole = _state_machine_job(10, ["-w", "2", "--checkpoint", "off"])
+    before = _state_machine_job(6, ["-w", str(first), *store])
+    assert before["start"] == {0}
+    assert before["by_time"] == {t: rs for t, rs in whole["by_time"].items() if t < 6}
+    after = _state_machine_job(10, ["-w", str(second), *store])
+    assert after["start"] == {6}                       # every worker starts at the checkpoint
+    assert after["by_time"] == {t: rs for t, rs in whole["by_time"].items() if t >= 6}
+
+
+def test_an_interval_resumes_at_its_last_multiple(tmp_path):
+    store = ["--checkpoint", f"dir:{tmp_path}", "--checkpoint-interval", "4"]
+    whole = _state_machine_job(11, ["-w", "2", "--checkpoint", "off"])
+    _state_machine_job(7, ["-w", "2", *store])
+    after = _state_machine_job(11, ["-w", "2", *store])
+    assert after["start"] == {4}
+    assert after["by_time"] == {t: rs for t, rs in whole["by_time"].items() if t >= 4}
+
+
+def _sessions(time, records, state, notificator, output):
+    """Per key: add up values; a key's total is emitted 2 epochs after its last record
+    (notifications travel with the bin, and with the checkpoint)."""
+    for key, value in records:
+        if key is None:                       # a notification: emit if still due
+            continue
+        total, last = state.get(key, (0, -1))
+        state[key] = (total + value, time)
+        notificator.notify_at(time + 2, (None, key))
+    for key, value in records:
+        if key is None and value in state and state[value][1] + 2 == time:
+            output.append((value, state[value][0]))
+
+
+def _unary_job(upto: int, args: list) -> dict:
+    def build(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            out = stream.stateful_unary(None, lambda r: r[0] if r[0] is not None else r[1], "Sessions",
+                                        _sessions, bins=8)
+            return source, out.capture()
+        source, captured = worker.dataflow(dataflow)
+        for epoch in range(source.time(), upto):
+            if worker.index == 0 and epoch % 3 != 2:
+                source.send_batch([(f"s{(epoch + i) % 5}", i) for i in range(4)])
+            source.advance_to(epoch + 1)
+        source.close()
+        worker.run()
+        return captured.by_time()
+    out: dict = {}
+    for by_time in timely.execute_from_args(args, build):
+        for t, rs in by_time.items():
+            out.setdefault(t, []).extend(rs)
+    return {t: sorted(rs) for t, rs in out.items()}
+
+
+def test_stateful_unary_keeps_its_pending_notifications_across_a_restart(tmp_path):
+    store = ["--checkpoint", f"dir:{tmp_path}"]
+    whole = _unary_job(12, ["-w", "2", "--checkpoint", "off"])
+    assert sum(len(rs) for rs in whole.values()) > 5
+    _unary_job(7, ["-w", "2", *store])
+    after = _unary_job(12, ["-w", "3", *store])
+    assert after == {t: rs for t, rs in whole.items() if t >= 7}
+
+
+# ---- what must be refused ------------------------------------------------------------
+def _rows(tmp_path):
+    db = sqlite3.connect(next(tmp_path.glob("*.sqlite")))
+    return db, list(db.execute("SELECT seq, kind, data FROM records ORDER BY seq"))
+
+
+def test_a_corrupt_record_is_named(tmp_path):
+    store = ["--checkpoint", f"dir:{tmp_path}"]
+    _state_machine_job(4, ["-w", "2", *store])
+    db, rows = _rows(tmp_path)
+    seq = next(s for s, kind, _ in rows if kind == "C")
+    with db:
+        db.execute("UPDATE records SET data = ? WHERE seq = ?", (b"\x00garbage\x01\x02", seq))
+    with pytest.raises(CheckpointCorrupt, match=f"row {seq} "):
+        _state_machine_job(8, ["-w", "2", *store])
+
+
+def test_a_missing_bin_is_named(tmp_path):
+    store = ["--checkpoint", f"dir:{tmp_path}"]
+    _state_machine_job(4, ["-w", "2", *store])
+    db, rows = _rows(tmp_path)
+    victims = [s for s, kind, data in rows if kind == "E" and decode(data).bin == 5]
+    assert victims
+    with db:
+        db.executemany("DELETE FROM records WHERE seq = ?", [(s,) for s in victims])
+    with pytest.raises(CheckpointMissing, match="StateMachine@.* bin 5: no base"):
+        _state_machine_job(8, ["-w", "2", *store])
+
+
+def test_a_changed_program_is_refused(tmp_path):
+    store = ["--checkpoint", f"dir:{tmp_path}"]
+    _state_machine_job(4, ["-w", "2", *store])
+
+    def other(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            stream.state_machine(_count, bins=32)          # other bins: not the same state
+            return source
+        source = worker.dataflow(dataflow)
+        source.close()
+        worker.run()
+    with pytest.raises(CheckpointError, match="holds stateful operators .*bins|this dataflow builds"):
+        timely.execute_from_args(["-w", "2", *store], other)

@@ -1,0 +1,200 @@
+"""BinLog: one stateful operator's checkpoints on one worker, incremental, per bin.
+
+The S operator applies records in time order. Whenever every record before some time X
+has been applied and none at X or later (it is about to apply a later time, its input
+frontier reached X, or F is about to ship bins at X), it calls ``cross(X)``. If a
+checkpoint boundary (a multiple of the interval) lies in ``(last applied time, X]``,
+the bins' state right now is their state as of every such boundary, and ``cross``
+writes, for each bin changed since its last entry, a delta labelled with the least time
+it is valid for (``last applied + 1``): the keys that may have changed (with their
+values now) and those deleted, plus the bin's pending notifications. A bin whose
+deltas since its last base add up to more keys than it holds is written whole (a base)
+instead, so a restore reads at most about twice a bin's size and a checkpoint costs
+what changed, never the state's size. A bin that arrived from another worker at time c
+is written whole at ``max(label, c)``; a bin shipped away is forgotten (its new owner
+writes it whole).
+
+``durable()`` is the time X of the latest crossing whose records (and all before) are
+durable: the S operator holds its acknowledgement capability there, so the commit
+operator's frontier passes a boundary only once every worker's state for it is durable.
+
+Costs: ``touch`` O(records) set insertions (state_machine: keys of a batch); ``cross``
+O(keys written) encoding, nothing for bins that did not change; ``durable`` O(crossings
+pending).
+
+>>> from types import SimpleNamespace as Bin
+>>> written = []
+>>> class W:
+...     def write(self, r): written.append(r); return len(written)
+...     def durable(self, t): return True
+>>> bins = {0: Bin(state={}), 1: Bin(state={})}
+>>> log = BinLog("Count@(0, 5)", bins, 2, W(), "inc", 0, 0)
+>>> log.start(0); [(e.bin, e.kind, e.label) for e in written]
+[(0, 'base', 0), (1, 'base', 0)]
+>>> bins[0].state["a"] = 1; log.touch(0, ["a"]); log.applied(2)
+>>> written.clear(); log.cross(3), log.cross(4)
+(False, True)
+>>> [(e.bin, e.kind, e.label, e.items) for e in written], log.durable()
+([(0, 'delta', 3, [('a', 1)])], 4)
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .records import Entry
+from .tracked import TrackedDict
+
+#: keys per entry record: a large bin is cut into parts (Kafka caps a record's size)
+PART_KEYS = 4096
+#: the time of the final crossing, once the operator's input is exhausted
+END = float("inf")
+
+
+class BinLog:
+    """See the module docstring. ``bins``: the operator's bins on this worker (bin ->
+    an object whose ``state`` is the bin's dict), shared with it; ``interval``:
+    checkpoint boundaries are its multiples; ``pending_of(bin)``: the bin's pending
+    notifications as msgpack-able lists."""
+
+    def __init__(self, op: str, bins: dict, interval: int, writer: Any, inc: str, worker: int,
+                 minimum: int, pending_of: Any = None, tracked: bool = False) -> None:
+        self.op = op
+        self.tracked = tracked
+        self.bins = bins
+        self.interval = interval
+        self.writer = writer
+        self.inc = inc
+        self.worker = worker
+        self._pending_of = pending_of or (lambda b: [])
+        self.applied_max: Optional[int] = None
+        self.minimum = minimum
+        self.dirty: dict[int, Optional[set]] = {}        # bin -> keys (None: whole bin)
+        self.arrived: dict[int, int] = {}                 # bin -> time it arrived here
+        self.since_base: dict[int, int] = {}              # bin -> keys written as deltas since its base
+        self._waiting: list[tuple[float, int]] = []       # (X, ticket) not yet durable
+        self._durable: Optional[float] = None
+        self._seq = 0
+        self._ticket = 0                                  # the writer's ticket of our latest record
+        self.crossings = 0
+        self.entries_written = 0
+        self.keys_written = 0
+        self.bytes_hint = 0
+
+    # ---- what the S and F operators tell it -------------------------------------------
+    def touch(self, b: int, keys: Any) -> None:
+        """Keys of bin ``b`` that may have changed (an iterable), or None for all."""
+        found = self.dirty.get(b, ())
+        if found is None:
+            return
+        if keys is None:
+            self.dirty[b] = None
+        elif found == ():
+            self.dirty[b] = set(keys)
+        else:
+            found.update(keys)
+
+    def touch_bin(self, b: int) -> None:
+        """Bin ``b`` changed in a way its keys do not say (its pending notifications)."""
+        if b not in self.dirty:
+            self.dirty[b] = set()
+
+    def applied(self, time: int) -> None:
+        """Records at ``time`` were applied."""
+        if self.applied_max is None or time > self.applied_max:
+            self.applied_max = time
+
+    def adopt(self, state: dict) -> dict:
+        """A bin's state as this operator keeps it: a TrackedDict if its logic mutates it."""
+        return TrackedDict(state) if self.tracked and not isinstance(state, TrackedDict) else state
+
+    def arrive(self, b: int, time: int) -> None:
+        """Bin ``b`` arrived from another worker at ``time`` (its state as of then)."""
+        self.arrived[b] = time
+        self.dirty.pop(b, None)
+
+    def leave(self, b: int) -> None:
+        """Bin ``b`` was shipped to another worker, which writes it from now on."""
+        self.dirty.pop(b, None)
+        self.arrived.pop(b, None)
+        self.since_base.pop(b, None)
+
+    # ---- writing -----------------------------------------------------------------------
+    def start(self, label: int) -> None:
+        """A new life of the job: write every bin held whole at ``label`` (the restored
+        state, or the empty bins of a fresh start)."""
+        self.applied_max = label - 1
+        for b in sorted(self.bins):
+            self._write(b, label, "base")
+        self._waiting.append((label, self._ticket))
+
+    def due(self, x: Any) -> bool:
+        """Whether ``cross(x)`` would write: a boundary lies after the last applied time
+        and at or before ``x``."""
+        low = self.minimum if self.applied_max is None else self.applied_max + 1
+        first = -(-low // self.interval) * self.interval
+        return x is None or first <= x
+
+    def cross(self, x: Any) -> bool:
+        """Every record before ``x`` is applied and none at ``x`` or later (None: the
+        input is exhausted); write what a checkpoint at the boundaries up to ``x`` needs.
+        Returns whether it wrote a checkpoint."""
+        if not self.due(x):
+            return False
+        label = self.minimum if self.applied_max is None else self.applied_max + 1
+        for b, since in sorted(self.arrived.items()):
+            if x is None or since <= x:
+                self._write(b, max(label, since), "base")
+                del self.arrived[b]
+        for b in sorted(self.dirty):
+            if b in self.bins:
+                self._write(b, label, "delta", self.dirty[b])
+        self.dirty.clear()
+        self._waiting.append((END if x is None else x, self._ticket))
+        self.crossings += 1
+        return True
+
+    def _write(self, b: int, label: int, kind: str, keys: Optional[set] = None) -> None:
+        state = self.bins[b].state
+        changed = getattr(state, "take_changed", None)
+        if changed is not None:          # a TrackedDict: what its logic may have changed
+            marked = changed()
+            if kind == "delta":
+                keys = None if marked is None or keys is None else keys | marked
+        if kind == "delta" and keys is not None:
+            if self.since_base.get(b, 0) + len(keys) > max(len(state), 64):
+                kind = "base"
+        get = dict.get
+        if kind == "base":
+            items = list(dict.items(state))
+            deleted: list = []
+            self.since_base[b] = 0
+        elif keys is None:
+            items, deleted, kind = list(dict.items(state)), [], "base"
+            self.since_base[b] = 0
+        else:
+            items = [(k, get(state, k)) for k in keys if k in state]
+            deleted = [k for k in keys if k not in state]
+            self.since_base[b] = self.since_base.get(b, 0) + len(keys)
+        pending = self._pending_of(b)
+        self._seq += 1
+        parts = max(1, -(-max(len(items), len(deleted)) // PART_KEYS))
+        for part in range(parts):
+            lo, hi = part * PART_KEYS, (part + 1) * PART_KEYS
+            entry = Entry(self.inc, self.op, b, label, kind, self.worker, self._seq, part, parts,
+                          items[lo:hi], deleted[lo:hi], pending if part == 0 else [])
+            self._ticket = self.writer.write(entry)
+        self.entries_written += 1
+        self.keys_written += len(items) + len(deleted)
+
+    # ---- durability ----------------------------------------------------------------------
+    def durable(self) -> Optional[float]:
+        """The time of the latest crossing whose records are all durable (None: none
+        yet; ``END`` once the final crossing, at None, is)."""
+        waiting = self._waiting
+        while waiting and self.writer.durable(waiting[0][1]):
+            self._durable = waiting.pop(0)[0]
+        return self._durable
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._waiting)
