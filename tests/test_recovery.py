@@ -14,6 +14,7 @@ the per-epoch and running figures computed here from the clicks written.
 from __future__ import annotations
 
 import collections
+import re
 import os
 import sys
 import uuid
@@ -143,6 +144,17 @@ def wait_for_epochs(brokers: str, topic: str, n: int, cluster, timeout: float = 
         time.sleep(0.1)
 
 
+def wait_for_any_line(processes, pattern: str, timeout: float) -> bool:
+    """Whether some process printed a line matching ``pattern`` within ``timeout``."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(re.search(pattern, line) for p in processes for _, line in p.lines):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 @pytest.fixture
 def paced(tansu):
     """Topics for a job whose clicks arrive while it runs: the first 3 epochs now, the
@@ -176,4 +188,37 @@ def test_survivors_of_a_sigkill_roll_back_and_finish_exactly(tansu, paced, mode,
     assert codes[victim] == -signal.SIGKILL
     assert [c for i, c in enumerate(codes) if i != victim] == [0, 0], "\n".join(log)
     assert any("rollback 1" in line for line in log), "\n".join(log)
+    assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+
+
+def test_a_replacement_started_with_the_same_arguments_joins_and_gets_bins_back(tansu, paced, mode):
+    """Process 1 of 3 is SIGKILLed; the survivors roll back and go on; a replacement
+    started with process 1's own arguments finds the cluster running, joins it as a
+    joiner does, the rebalancer moves bins to it, and every result stays exact."""
+    import signal
+    from clusters import wait_for_line
+    extra = ["--brokers", tansu.bootstrap, "--clicks", paced["clicks"], "--results", paced["results"],
+             "--group", paced["group"], "--epochs", "10", "--bins", "16", "--timeout", "20",
+             "--migration", "all-at-once", *mode]
+    with LocalCluster([DATAFLOW], slots=3, extra=extra) as cluster:
+        cluster.start(3)
+        wait_for_epochs(tansu.bootstrap, paced["results"], 2, cluster)
+        cluster.kill(cluster.processes[1], signal.SIGKILL)
+        cluster.processes[1].wait(10)
+        for e in range(3, 6):
+            paced["writer"].epoch(e, clicks(e))
+        wait_for_line(cluster.processes[0], r"rebuilt dataflows", timeout=60)
+        replacement = cluster.restart(1, 3)
+        wait_for_line(replacement, r"finished joining", timeout=60)
+        shipped = False
+        for e in range(6, 10):                       # bins move once the epochs they move at come
+            paced["writer"].epoch(e, clicks(e))
+            if not shipped:
+                shipped = wait_for_any_line(cluster.processes, r"ships \d+ bins", timeout=5)
+        codes = [p.wait(120) for p in cluster.processes]
+        log = cluster.interleaved()
+    assert codes == [0, 0, 0], "\n".join(log)
+    assert shipped, "\n".join(log)
+    assert any("joins, bootstrapped by worker" in line for line in log), "\n".join(log)
+    assert any(re.search(r"worker 1: read \d+ events .* holds [1-9]\d* bins", line) for line in log), "\n".join(log)
     assert read_results(tansu.bootstrap, paced["results"]) == expected(10)

@@ -104,6 +104,14 @@ class LocalCluster:
                                           self.start_time, f"p{index}"))
         return self.processes
 
+    def restart(self, index: int, processes: int, *more: str) -> Process:
+        """Start process ``index`` again with the arguments it was started with (a
+        replacement for one that died: it finds the cluster running and joins it)."""
+        self.events.append((time.monotonic() - self.start_time, f"process {index} restarts"))
+        proc = Process(index, self._argv(processes, index, more), self.env, self.start_time, f"p{index}'")
+        self.processes[index] = proc
+        return proc
+
     def join(self, original: int, bootstrap: int = 0, *more: str, secret: Optional[str] = None) -> Process:
         """Start the next process as a joiner (``-j bootstrap --nn index+1``)."""
         index = len(self.processes)

@@ -70,6 +70,10 @@ class Worker:
         if self.is_joiner:
             self.initial_peers = config.processes * config.workers
             self.initial_workers = list(range(self.initial_peers))
+            round_, members = self._hub.membership.current_round()
+            if members is not None:         # the cluster rolled back after a crash: its workers now
+                self.initial_workers = list(members)
+                self.initial_peers = len(members)
         self.activations = Activations()
         self.progcasters: dict[int, Any] = {}
         self._scope_of_channel: dict[int, Any] = {}
@@ -84,6 +88,8 @@ class Worker:
         self.log = logging.getLogger("timely.worker")
         self._abort = abort
         self._identifiers = 0
+        if self._hub is not None:           # channels of the cluster's current round
+            self._identifiers = self._hub.membership.current_round()[0] << recovery.ROUND_SHIFT
         self._channel_paths: dict[int, tuple] = {}
         self._dataflows: dict[int, Any] = {}
         self._dataflow_count = 0

@@ -39,6 +39,8 @@ pending).
 """
 from __future__ import annotations
 
+import time
+from collections import deque
 from typing import Any, Optional
 
 from .records import Entry
@@ -78,7 +80,10 @@ class BinLog:
         self.crossings = 0
         self.entries_written = 0
         self.keys_written = 0
-        self.bytes_hint = 0
+        #: instruments, per crossing that wrote (the latest 10,000): (time crossed at,
+        #: label, seconds spent encoding and handing over, keys, bytes, seconds until
+        #: durable or None)
+        self.stats: deque = deque(maxlen=10_000)
 
     # ---- what the S and F operators tell it -------------------------------------------
     def touch(self, b: int, keys: Any) -> None:
@@ -125,7 +130,7 @@ class BinLog:
         self.applied_max = label - 1
         for b in sorted(self.bins):
             self._write(b, label, "base")
-        self._waiting.append((label, self._ticket))
+        self._waiting.append((label, self._ticket, time.perf_counter()))
 
     def due(self, x: Any) -> bool:
         """Whether ``cross(x)`` would write: a boundary lies after the last applied time
@@ -140,6 +145,8 @@ class BinLog:
         Returns whether it wrote a checkpoint."""
         if not self.due(x):
             return False
+        started = time.perf_counter()
+        keys, written = self.keys_written, getattr(self.writer, "bytes", 0)
         label = self.minimum if self.applied_max is None else self.applied_max + 1
         for b, since in sorted(self.arrived.items()):
             if x is None or since <= x:
@@ -149,8 +156,10 @@ class BinLog:
             if b in self.bins:
                 self._write(b, label, "delta", self.dirty[b])
         self.dirty.clear()
-        self._waiting.append((END if x is None else x, self._ticket))
+        self._waiting.append((END if x is None else x, self._ticket, started))
         self.crossings += 1
+        self.stats.append([END if x is None else x, label, time.perf_counter() - started,
+                           self.keys_written - keys, getattr(self.writer, "bytes", 0) - written, None])
         return True
 
     def _write(self, b: int, label: int, kind: str, keys: Optional[set] = None) -> None:
@@ -192,7 +201,10 @@ class BinLog:
         yet; ``END`` once the final crossing, at None, is)."""
         waiting = self._waiting
         while waiting and self.writer.durable(waiting[0][1]):
-            self._durable = waiting.pop(0)[0]
+            x, _, started = waiting.pop(0)
+            self._durable = x
+            if self.stats and self.stats[-1][0] == x and self.stats[-1][5] is None:
+                self.stats[-1][5] = time.perf_counter() - started
         return self._durable
 
     @property

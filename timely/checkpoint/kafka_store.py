@@ -170,6 +170,7 @@ class _KafkaWriter(TicketWriter):
             raise
         self._records += 1
         self._bytes += len(value)
+        self.bytes += len(value)
         if self._records == 1:
             self._ahead()
         return ticket

@@ -146,6 +146,7 @@ class TicketWriter:
         self.worker = worker
         self.inc = inc
         self.tickets = _Tickets()
+        self.bytes = 0                 # encoded bytes written (instruments)
 
     def durable(self, ticket: int) -> bool:
         return self.tickets.durable(ticket)
@@ -161,7 +162,9 @@ class _DirWriter(TicketWriter):
 
     def write(self, record: Any) -> int:
         ticket = self.tickets.issue()
-        self._store._queue.put((self.tickets, ticket, _row(record)))
+        row = _row(record)
+        self.bytes += len(row[-1])
+        self._store._queue.put((self.tickets, ticket, row))
         return ticket
 
 

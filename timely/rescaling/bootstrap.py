@@ -108,9 +108,10 @@ def run_client(worker: Any) -> float:
     progcasters = worker.progcasters
     for progcaster in progcasters.values():
         progcaster.hold = []
-    existing = [g for p in range(worker.config.process) for g in
-                range(p * hub.workers_per_process, (p + 1) * hub.workers_per_process)
-                if p in hub.connections]
+    # every member's workers (a process that came back after a crash may have members of
+    # any index)
+    existing = [g for p in sorted(hub.connections) if p != hub.process for g in
+                range(p * hub.workers_per_process, (p + 1) * hub.workers_per_process)]
     state = None
     granted: list = []
     ranges: dict[tuple, list] = {}

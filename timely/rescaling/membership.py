@@ -103,20 +103,27 @@ class Membership:
             hub.wakes[local].set()
 
     # ---- joining ------------------------------------------------------------------------
-    def admit(self, process: int, processes: int, bootstrap: int) -> Optional[Callable[[Connection], None]]:
+    def admit(self, process: int, processes: int, bootstrap: int,
+              rejoin: bool = False) -> Optional[Callable[[Connection], None]]:
         """Process ``process`` (authenticated; it knows of ``processes`` processes) joins,
-        bootstrapped by worker ``bootstrap``. Returns what the hub must do with its
-        connection before the connection's threads start, or None if the join is
-        refused (the hub then closes the socket)."""
+        bootstrapped by worker ``bootstrap``; ``rejoin``: it was started as a member (it
+        died and comes back) and learns from the members frame that it joins. Returns
+        what the hub must do with its connection before the connection's threads start,
+        or None if the join is refused (the hub then closes the socket)."""
         hub = self.hub
         if not self.workers_ready.wait(hub.timeout):
             log.warning("process %d refused the join of process %d: its workers did not start "
                         "within %g s", hub.process, process, hub.timeout)
             return None
-        # a join waits for a leave under way to finish (the joiner's connect waits too)
+        # a join waits for a leave or a rollback under way to finish (the joiner's connect
+        # waits too)
         deadline = time.monotonic() + hub.timeout
-        while self.leaving and time.monotonic() < deadline and not hub.stopping:
+        while (self.leaving or self.recovering) and time.monotonic() < deadline and not hub.stopping:
             time.sleep(0.02)
+        if self.recovering:
+            log.warning("process %d refused the join of process %d: a rollback is under way",
+                        hub.process, process)
+            return None
         if self.leaving:
             log.warning("process %d refused the join of process %d: processes %s are leaving",
                         hub.process, process, sorted(self.leaving))
@@ -134,7 +141,7 @@ class Membership:
             if bootstrap in range(hub.first_index, hub.first_index + hub.workers):
                 with self._lock:
                     agreed = dict(self.agreed)
-                conn.send_frame(CONTROL, -1, 0, 0, 0, ("members", members, agreed))
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("members", members, agreed, bootstrap))
             self._post(RescaleMessage("join", process, first, first + hub.workers_per_process - 1,
                                       bootstrap=bootstrap))
         return admit
@@ -219,6 +226,8 @@ class Membership:
         elif kind == "quiesce":
             first_w = payload[1] * hub.workers_per_process
             self._post(RescaleMessage("quiesce", payload[1], first_w, first_w + hub.workers_per_process - 1))
+        elif kind == "welcome":
+            pass                            # a greeting read before the threads started
         elif kind == "members":
             with self._agreement:
                 self.agreed.update(payload[2])
@@ -242,6 +251,8 @@ class Membership:
             conn.joining = False
             process = payload[1]
             self.finished_joining.add(process)
+            with self._lock:
+                self.dead.discard(process)      # a replacement of a process that died
             first_w = process * hub.workers_per_process
             self._post(RescaleMessage("joined", process, first_w, first_w + hub.workers_per_process - 1))
         else:
@@ -270,6 +281,9 @@ class Membership:
         process with ``why``: fail-stop), then the coordinator agrees the restart with
         every survivor. A joiner that had not finished joining is dropped: it starts again."""
         hub = self.hub
+        if not self.workers_ready.is_set():       # still starting: nothing to roll back
+            hub.fail(ClusterError(why))
+            return
         with self._lock:
             if process in self.dead or hub.stopping:
                 return
@@ -375,16 +389,21 @@ class Membership:
     # ---- the end of a connection ---------------------------------------------------------
     def connection_lost(self, conn: Connection, why: str) -> None:
         """``conn`` broke without goodbye (the hub is not stopping): a joiner is dropped, a
-        member's loss stops this process (fail-stop)."""
+        member's death is a crash (``crashed``). A connection already replaced (by a
+        process that came back after a crash) says nothing of the process now."""
         hub = self.hub
         host, port = hub.config.address_of(conn.process)
-        hub.forget(conn)
+        with self._lock:
+            current = hub.connections.get(conn.process) is conn
+            hub.forget(conn)
+        conn.close()
+        if not current:
+            return
         if conn.joining:
             log.warning("process %d: joining process %d (%s:%d) was lost before it finished "
                         "joining: %s; carrying on without it", hub.process, conn.process, host, port, why)
             first = conn.process * hub.workers_per_process
             self._post(RescaleMessage("lost", conn.process, first, first + hub.workers_per_process - 1))
-            conn.close()
             return
         self.crashed(conn.process, f"process {conn.process} ({host}:{port}) {why}")
 

@@ -21,7 +21,11 @@ Modules:
 - ``scheduler``: the seeded random scheduler (``run_schedule``, ``explore``);
 - ``mutations``: broken variants the checker must catch;
 - ``accounting``: the progress accounting checks of a real run (``--check-progress``);
-- ``__main__``: ``python -m timely.verify --steps N --seeds K [--join] [--kafka] [--leave]``.
+- ``checkpoints``: checkpoints and crash recovery (``timely.checkpoint``: BinLog,
+  commits, ``restore_point``, ``fold_bin``) as random schedules with crashes, checked at
+  every restore, with its own mutants (``CHECKPOINT_MUTANTS``);
+- ``__main__``: ``python -m timely.verify --steps N --seeds K [--join] [--kafka] [--leave]``,
+  ``python -m timely.verify --checkpoints --steps N --seeds K [--mutant NAME]``.
 
 >>> from timely.verify import Options, run_schedule
 >>> result = run_schedule(Options(twin="python", join=True), seed=1, steps=150)
@@ -30,10 +34,13 @@ Modules:
 """
 from __future__ import annotations
 
+from .checkpoints import (CHECKPOINT_MUTANTS, CheckpointOptions, explore_checkpoints,
+                          run_checkpoint_schedule)
 from .model import Model, Options
 from .mutations import MUTATIONS, mutated
 from .properties import PROPERTIES, Checker, Violation
 from .scheduler import Report, ScheduleResult, explore, run_schedule
 
 __all__ = ["Model", "Options", "MUTATIONS", "mutated", "PROPERTIES", "Checker", "Violation",
-           "Report", "ScheduleResult", "explore", "run_schedule"]
+           "Report", "ScheduleResult", "explore", "run_schedule", "CheckpointOptions",
+           "CHECKPOINT_MUTANTS", "explore_checkpoints", "run_checkpoint_schedule"]

@@ -4,12 +4,17 @@
                             [--join] [--kafka] [--leave] [--mutation NAME] [--full-checks]
                             [--schedule-steps 400] [--first-seed 0] [--disable PROP,...]
     python -m timely.verify --replay SCHEDULE_SEED [--join] [--kafka] [--leave] [--mutation NAME]
+    python -m timely.verify --checkpoints --steps N --seeds K [--mutant NAME] [--late-writes]
+    python -m timely.verify --checkpoints --replay SCHEDULE_SEED [--mutant NAME]
 
 Each seed spends ``--steps`` transitions over as many schedules as it takes; the
 report gives schedules, transitions, states checked, property evaluations and
 coverage counters. A violation prints its property, message, the last transitions
 and the ``--replay`` command that reproduces it; the exit status is then 1. Costs:
 about 10-20 thousand transitions per second (pure-Python twin slower than Cython).
+``--checkpoints`` explores the checkpoint and crash-recovery protocol instead
+(``timely.verify.checkpoints``; ``--mutation`` / ``--mutant`` then names one of its
+``CHECKPOINT_MUTANTS``), about 20 thousand transitions per second.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ from dataclasses import replace
 from typing import Optional
 
 from .model import Options
+from .checkpoints import (CHECKPOINT_MUTANTS, CheckpointOptions, explore_checkpoints, report_text,
+                          run_checkpoint_schedule)
 from .mutations import MUTATIONS, mutated
 from .properties import PROPERTIES
 from .scheduler import Report, explore, run_schedule
@@ -40,8 +47,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="workers leave mid-run: routing to them stops, they hand their capabilities "
                         "over net-zero where that is safe (else drop them), then are gone "
                         "(with --join: joins after leaves too)")
-    p.add_argument("--mutation", choices=sorted(MUTATIONS), help="run a deliberately broken variant")
-    p.add_argument("--schedule-steps", type=int, default=400, help="transitions per schedule before draining")
+    p.add_argument("--mutation", "--mutant", choices=sorted(set(MUTATIONS) | set(CHECKPOINT_MUTANTS)),
+                   help="run a deliberately broken variant (with --checkpoints: one of "
+                        f"{', '.join(sorted(CHECKPOINT_MUTANTS))})")
+    p.add_argument("--checkpoints", action="store_true",
+                   help="explore checkpoints and crash recovery (timely.verify.checkpoints) instead")
+    p.add_argument("--late-writes", action="store_true",
+                   help="with --checkpoints: a dead life's pending records may land after the next began")
+    p.add_argument("--schedule-steps", type=int, default=None,
+                   help="transitions per schedule before draining (default 400; 200 with --checkpoints)")
     p.add_argument("--full-checks", action="store_true",
                    help="re-evaluate every property on every state (slow)")
     p.add_argument("--disable", default="",
@@ -64,6 +78,11 @@ def _print_violation(result, args: argparse.Namespace, twin: str) -> None:
     else:
         flags += ((" --join" if args.join else "") + (" --kafka" if args.kafka else "")
                   + (" --leave" if args.leave else ""))
+    _report_violation(result, flags)
+
+
+def _report_violation(result, flags: str) -> None:
+    """A violation, its last transitions and the command that replays it."""
     print(f"\nVIOLATION ({result.summary}, after {result.transitions} transitions):\n  {result.violation}")
     print("last transitions:")
     for line in result.trace[-25:]:
@@ -72,23 +91,57 @@ def _print_violation(result, args: argparse.Namespace, twin: str) -> None:
           f"--schedule-steps {result.steps}")
 
 
+def _print_replay(result, checked: str) -> int:
+    """A replayed schedule: its trace, its counts and its violation (exit status 1)."""
+    print(result.summary)
+    for line in result.trace:
+        print(f"  {line}")
+    print(f"{result.transitions} transitions (+{result.drain_transitions} draining), "
+          f"{result.states} {checked}")
+    if result.violation is not None:
+        print(f"VIOLATION: {result.violation}")
+        return 1
+    return 0
+
+
+def _checkpoints(args: argparse.Namespace) -> int:
+    if args.mutation and args.mutation not in CHECKPOINT_MUTANTS:
+        print(f"--mutation {args.mutation} is not a checkpoint mutant: choose from "
+              f"{', '.join(sorted(CHECKPOINT_MUTANTS))}", file=sys.stderr)
+        return 2
+    opts = CheckpointOptions(mutant=args.mutation, late_writes=args.late_writes)
+    steps = args.schedule_steps or 200
+    flags = (" --checkpoints" + (f" --mutant {args.mutation}" if args.mutation else "")
+             + (" --late-writes" if args.late_writes else ""))
+    if args.replay is not None:
+        return _print_replay(run_checkpoint_schedule(opts, args.replay, steps, trace_length=10**6),
+                             "restores checked")
+    print(f"== checkpoints{', mutant ' + args.mutation if args.mutation else ''}: "
+          f"{args.seeds} seed(s) x {args.steps} transitions")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    report = explore_checkpoints(opts, seeds, args.steps, schedule_steps=steps, stop_on_violation=args.stop)
+    print(report_text(report))
+    for result in report.violations[:3]:
+        _report_violation(result, flags)
+    return 1 if report.violations else 0
+
+
 def main(argv: Optional[list] = None) -> int:
     args = _parser().parse_args(argv)
+    if args.checkpoints:
+        return _checkpoints(args)
+    if args.mutation and args.mutation not in MUTATIONS:
+        print(f"--mutation {args.mutation} is a checkpoint mutant: add --checkpoints", file=sys.stderr)
+        return 2
+    if args.schedule_steps is None:
+        args.schedule_steps = 400
     disabled = tuple(p for p in args.disable.split(",") if p)
     twins = ("python", "cython") if args.twin == "both" else (args.twin,)
     if args.replay is not None:
         opts = _options(args, twins[-1])
         result = run_schedule(opts, args.replay, args.schedule_steps, full_checks=args.full_checks,
                               trace_length=10**6, disabled=disabled)
-        print(result.summary)
-        for line in result.trace:
-            print(f"  {line}")
-        print(f"{result.transitions} transitions (+{result.drain_transitions} draining), "
-              f"{result.states} states checked")
-        if result.violation is not None:
-            print(f"VIOLATION: {result.violation}")
-            return 1
-        return 0
+        return _print_replay(result, "states checked")
     status = 0
     total = Report()
     for twin in twins:

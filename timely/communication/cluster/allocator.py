@@ -75,6 +75,7 @@ class ClusterAllocator(ThreadAllocator):
         self._per_worker: dict[int, list] = {}     # channel -> pushers per global worker
         self._per_process: dict[int, list] = {}    # channel -> pushers per process/local worker
         self._processes = list(range(hub.processes))
+        self._gone: set[int] = set()           # processes whose places hold dead pushers
 
     def _remote(self, process: int) -> Optional[Connection]:
         return self.hub.connections.get(process)
@@ -119,23 +120,39 @@ class ClusterAllocator(ThreadAllocator):
         return [_ProcessPusher(conn, channel, self.index, process * w, process * w + w - 1)]
 
     def add_process(self, process: int) -> dict[int, list]:
-        """Back-fill every channel allocated so far with pushers to ``process``; returns,
-        per broadcast channel, the pushers added (the progcasters' new links)."""
-        if process in self._processes:
+        """Back-fill every channel allocated so far with pushers to ``process`` (in the
+        places of a process that had gone, if it comes back: a replacement after a crash);
+        returns, per broadcast channel, the pushers added (the progcasters' new links)."""
+        returning = process in self._gone
+        if process in self._processes and not returning:
             return {}
-        self._processes.append(process)
-        self.peers = max(self.peers, (process + 1) * self.hub.workers_per_process)
+        w = self.hub.workers_per_process
+        if returning:
+            self._gone.discard(process)
+        else:
+            self._processes.append(process)
+            self.peers = max(self.peers, (process + 1) * w)
         for channel, pushers in self._per_worker.items():
-            pushers.extend(self._worker_pushers(channel, process))
+            new = self._worker_pushers(channel, process)
+            if returning:
+                pushers[process * w:process * w + w] = new
+            else:
+                pushers.extend(new)
         added = {}
         for channel, pushers in self._per_process.items():
             new = self._broadcast_pushers(channel, process)
-            pushers.extend(new)
+            if returning:
+                at = sum(w if p == self.hub.process else 1 for p in self._processes[:self._processes.index(process)])
+                pushers[at:at + 1] = new
+            else:
+                pushers.extend(new)
             added[channel] = new
         return added
 
     def remove_process(self, process: int) -> None:
-        """Forget a process that is gone (a joiner lost before it finished joining)."""
+        """Forget a process that is gone (a joiner lost before it finished joining, one
+        that left, one that died): its places in every channel hold dead pushers."""
+        self._gone.add(process)
         w = self.hub.workers_per_process
         for channel, pushers in self._per_worker.items():
             for g in range(process * w, process * w + w):

@@ -59,6 +59,15 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
+def read_frame(sock: socket.socket, timeout: float) -> tuple:
+    """One frame, read before the connection's threads start (a greeting):
+    ``(channel, source, first, last, seq, payload)``."""
+    sock.settimeout(timeout)
+    channel, source, first, last, seq, length = decode_header(_recv_exact(sock, HEADER.size))
+    payload = decode_payload(_recv_exact(sock, length), new_decoder()) if length else None
+    return channel, source, first, last, seq, payload
+
+
 def handshake(sock: socket.socket, secret: bytes, hello: tuple, timeout: float) -> tuple:
     """Exchange hellos and prove knowledge of ``secret`` both ways; returns the peer's
     hello (process, processes, workers, original processes, joining)."""

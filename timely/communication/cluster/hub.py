@@ -39,7 +39,7 @@ from ..errors import ClusterError
 from ..kafka import KafkaProgress, progress_prefix
 from ..thread import ProcessHub
 from .allocator import ClusterAllocator
-from .connection import CONTROL, Connection, handshake
+from .connection import CONTROL, Connection, handshake, read_frame
 
 log = logging.getLogger("timely.cluster")
 
@@ -104,44 +104,108 @@ class ClusterHub(ProcessHub):
     def connect_all(self) -> None:
         """Connect to every process with a smaller index; wait for the others to connect.
 
-        A joiner connects to its bootstrap process first, which tells it the members
-        of the cluster (processes that left are not), then to the other members."""
+        A joiner connects to its bootstrap process first, which tells it the members of
+        the cluster (processes that left or died are not), then to the other members. A
+        process started as a member learns whether the cluster already runs: each process
+        it connects to greets it first, as one forming the cluster with it (``"welcome"``)
+        or as one of a running cluster (``"members"``: it died and comes back, and joins
+        as a joiner does). A process whose higher peers are late asks them too (the lowest
+        process, coming back, has no lower one to ask); a peer that is starting as well
+        closes such a connection and connects to it itself."""
         deadline = time.monotonic() + self.timeout
         order = list(range(self.process))
         if self.joining:
-            server = self.config.join // self.workers_per_process
-            order = [server]
+            order = [self.config.join // self.workers_per_process]
         while order:
             process = order.pop(0)
-            host, port = self.config.address_of(process)
-            while True:
-                try:
-                    sock = socket.create_connection((host, port), timeout=self.timeout)
-                    theirs = handshake(sock, self.secret, self._hello(), self.timeout)
-                    break
-                except (ConnectionRefusedError, socket.timeout, ConnectionResetError):
-                    if time.monotonic() > deadline:
-                        raise ClusterError(f"process {process} at {host}:{port} did not answer "
-                                           f"within {self.timeout:g} s") from None
-                    time.sleep(0.05)
-                except PermissionError as e:
-                    raise ClusterError(f"process {process} at {host}:{port} refused us: {e}") from None
-            self._check_peer(theirs, process)
+            sock, greeting = self._connect(process, deadline)
             self._add(process, sock, joining=False)
-            if self.joining and process == self.config.join // self.workers_per_process:
+            if greeting is not None and greeting[0] == "members":
+                self._rejoin(greeting)
+            if self.joining and self.membership.members is None:
+                host, port = self.config.address_of(process)
                 self._await(lambda: self.membership.members is not None, deadline,
                             lambda: f"process {process} at {host}:{port} did not admit us "
                                     f"within {self.timeout:g} s")
-                order = sorted(p for p in self.membership.members if p != process and p < self.process)
+            if self.joining:
+                with self._lock:
+                    order = sorted(p for p in self.membership.members
+                                   if p != self.process and p not in self.connections)
         members = self.membership.members
         expected = (set(range(self.processes)) if members is None else members) - {self.process}
 
         def missing() -> list[int]:
             with self._lock:
                 return sorted(p for p in expected if p not in self.connections)
-        self._await(lambda: not missing(), deadline,
-                    lambda: f"process {self.process}: processes {missing()} did not connect "
-                            f"within {self.timeout:g} s")
+        asked = time.monotonic() + 1.0
+        while missing():
+            if self.error is not None:
+                raise self.error
+            if time.monotonic() > deadline:
+                raise ClusterError(f"process {self.process}: processes {missing()} did not connect "
+                                   f"within {self.timeout:g} s")
+            if not self.joining and time.monotonic() > asked:
+                asked = time.monotonic() + 1.0
+                for process in missing():
+                    if process > self.process and self._ask(process):
+                        return self.connect_all_as_joiner(deadline)
+            time.sleep(0.01)
+
+    def connect_all_as_joiner(self, deadline: float) -> None:
+        """A process that came back: connect to every member it has no connection to."""
+        with self._lock:
+            order = sorted(p for p in self.membership.members if p != self.process and p not in self.connections)
+        for process in order:
+            sock, _ = self._connect(process, deadline)
+            self._add(process, sock, joining=False)
+
+    def _connect(self, process: int, deadline: float, once: bool = False) -> tuple:
+        """An authenticated socket to ``process`` and, unless this process joins, the
+        greeting it sent (None if it closed the connection instead: it is starting)."""
+        host, port = self.config.address_of(process)
+        while True:
+            try:
+                sock = socket.create_connection((host, port), timeout=1.0 if once else self.timeout)
+                theirs = handshake(sock, self.secret, self._hello(), self.timeout)
+                break
+            except (ConnectionRefusedError, socket.timeout, ConnectionResetError):
+                if once:
+                    return None, None
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"process {process} at {host}:{port} did not answer "
+                                       f"within {self.timeout:g} s") from None
+                time.sleep(0.05)
+            except PermissionError as e:
+                raise ClusterError(f"process {process} at {host}:{port} refused us: {e}") from None
+        self._check_peer(theirs, process)
+        if self.joining:
+            return sock, None
+        try:
+            return sock, read_frame(sock, self.timeout)[-1]
+        except (ConnectionError, OSError, FrameError):
+            sock.close()
+            return None, None
+
+    def _ask(self, process: int) -> bool:
+        """Ask the late ``process`` whether a cluster runs; True if it does (this process
+        now joins it: the members are known)."""
+        sock, greeting = self._connect(process, 0.0, once=True)
+        if sock is None or greeting is None:
+            return False
+        self._add(process, sock, joining=False)
+        if greeting[0] == "members":
+            self._rejoin(greeting)
+            return True
+        return False
+
+    def _rejoin(self, greeting: tuple) -> None:
+        """The cluster runs without this process, which was one of its members: it joins
+        as a joiner does, bootstrapped by the worker its greeter named."""
+        self.membership.control(None, greeting)
+        self.joining = True
+        self.config.join = greeting[3]
+        log.warning("process %d: the cluster runs without it (it died and comes back): it joins, "
+                    "bootstrapped by worker %d", self.process, greeting[3])
 
     def _await(self, done: Callable[[], bool], deadline: float, failure: Callable[[], str]) -> None:
         """Poll ``done()`` until it holds; raise the cluster's error if one occurs, or a
@@ -186,14 +250,26 @@ class ClusterHub(ProcessHub):
                             self.process, process)
                 sock.close()
                 return
-        if joining:
-            admit = self.membership.admit(process, processes, bootstrap=joining - 1)
+        if joining or self.membership.workers_ready.is_set():
+            # a joiner; or, once this process runs, a process started as a member: one that
+            # died comes back (a replacement), and joins as any joiner does
+            bootstrap = joining - 1 if joining else self.first_index
+            admit = self.membership.admit(process, processes, bootstrap, rejoin=not joining)
             if admit is None:
                 sock.close()
                 return
             self._add(process, sock, joining=True, before_start=admit)
+        elif process < self.process:
+            # a lower process asks whether a cluster runs (it came back after a crash): not
+            # here yet, this process is starting too and connects to it itself
+            sock.close()
         else:
-            self._add(process, sock, joining=False)
+            self._add(process, sock, joining=False, before_start=self._welcome)
+
+    @staticmethod
+    def _welcome(conn: Connection) -> None:
+        """A process starting with this one: the cluster is forming (not a rejoin)."""
+        conn.send_frame(CONTROL, -1, 0, 0, 0, ("welcome",))
 
     def _add(self, process: int, sock: socket.socket, joining: bool,
              before_start: Optional[Callable[[Connection], None]] = None) -> None:

@@ -65,8 +65,9 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
         if config.progress_mode == "kafka":
             w = config.workers
             round_, members = hub.membership.current_round()
-            hub.kafka = KafkaProgress(config, hub, list(range(config.process * w, (config.process + 1) * w)),
-                                      members or list(range(processes * w)), joining,
+            local = list(range(config.process * w, (config.process + 1) * w))
+            everyone = sorted(set(members or range(processes * w)) | set(local))
+            hub.kafka = KafkaProgress(config, hub, local, everyone, hub.joining,
                                       progress_prefix(config, hub.run, round_))
     except BaseException:
         hub.kill()
