@@ -144,6 +144,16 @@ def wait_for_epochs(brokers: str, topic: str, n: int, cluster, timeout: float = 
         time.sleep(0.1)
 
 
+def finish(process, cluster, timeout: float) -> int:
+    """``process``'s exit status; fails with every process's output if it does not exit."""
+    import subprocess
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"{process.label} did not finish within {timeout:g} s:\n"
+                             + "\n".join(cluster.interleaved())) from None
+
+
 def wait_for_any_line(processes, pattern: str, timeout: float) -> bool:
     """Whether some process printed a line matching ``pattern`` within ``timeout``."""
     import time
@@ -222,3 +232,195 @@ def test_a_replacement_started_with_the_same_arguments_joins_and_gets_bins_back(
     assert any("joins, bootstrapped by worker" in line for line in log), "\n".join(log)
     assert any(re.search(r"worker 1: read \d+ events .* holds [1-9]\d* bins", line) for line in log), "\n".join(log)
     assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+
+
+def test_sigterm_that_cannot_leave_stops_promptly_and_the_others_go_on(tansu, paced, mode):
+    """Every process writes kafka_sink partitions, so none can leave the cluster: a
+    SIGTERM stops its process at once (exit 143, saying why) instead of being ignored;
+    the others roll back as after a crash and finish every epoch exactly."""
+    import signal
+    from clusters import wait_for_line
+    extra = ["--brokers", tansu.bootstrap, "--clicks", paced["clicks"], "--results", paced["results"],
+             "--group", paced["group"], "--epochs", "10", "--bins", "16", "--timeout", "20", *mode]
+    with LocalCluster([DATAFLOW], slots=3, extra=extra) as cluster:
+        cluster.start(3)
+        wait_for_epochs(tansu.bootstrap, paced["results"], 2, cluster)
+        cluster.kill(cluster.processes[2], signal.SIGTERM)
+        code = cluster.processes[2].wait(20)
+        wait_for_line(cluster.processes[0], r"rebuilt dataflows", timeout=60)
+        for e in range(3, 10):
+            paced["writer"].epoch(e, clicks(e))
+        codes = [p.wait(120) for p in cluster.processes[:2]]
+        log = cluster.interleaved()
+    assert code == 143, "\n".join(log)
+    assert re.search(r"process 2 cannot leave the cluster: it writes partitions .* it stops", cluster.processes[2].output()), \
+        "\n".join(log)
+    assert codes == [0, 0], "\n".join(log)
+    assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+
+
+def test_sigterm_to_every_process_stops_the_job_and_a_restart_resumes(tansu, paced, mode):
+    """The whole job stops when every process gets SIGTERM (as a scale-to-zero or a
+    node drain does); the same command then resumes from the last checkpoint, exactly."""
+    import signal
+    extra = ["--brokers", tansu.bootstrap, "--clicks", paced["clicks"], "--results", paced["results"],
+             "--group", paced["group"], "--epochs", "10", "--bins", "16", "--timeout", "20", *mode]
+    with LocalCluster([DATAFLOW], slots=2, extra=extra) as cluster:
+        cluster.start(2)
+        wait_for_epochs(tansu.bootstrap, paced["results"], 2, cluster)
+        for p in cluster.processes:
+            cluster.kill(p, signal.SIGTERM)
+        codes = [p.wait(20) for p in cluster.processes]
+        log = cluster.interleaved()
+    assert codes == [143, 143], "\n".join(log)
+    for e in range(3, 10):
+        paced["writer"].epoch(e, clicks(e))
+    run_job(tansu.bootstrap, paced, 2, 10, mode)
+    assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+
+
+def test_a_silent_process_is_declared_dead_by_the_heartbeat(tansu, paced):
+    """A process that stops answering (SIGSTOP: a hung host, a long pause) without its
+    connections breaking is declared dead once it has been silent for --timeout; the
+    others roll back and finish exactly; the silent one, resumed, finds itself expelled
+    and stops instead of writing on (it cannot tell the others went, so it must not go
+    on alone)."""
+    import signal
+    extra = ["--brokers", tansu.bootstrap, "--clicks", paced["clicks"], "--results", paced["results"],
+             "--group", paced["group"], "--epochs", "10", "--bins", "16", "--timeout", "3"]
+    with LocalCluster([DATAFLOW], slots=3, extra=extra) as cluster:
+        cluster.start(3)
+        wait_for_epochs(tansu.bootstrap, paced["results"], 2, cluster)
+        cluster.kill(cluster.processes[1], signal.SIGSTOP)
+        for e in range(3, 10):
+            paced["writer"].epoch(e, clicks(e))
+        codes = [cluster.processes[i].wait(120) for i in (0, 2)]
+        cluster.kill(cluster.processes[1], signal.SIGCONT)
+        silent = cluster.processes[1].wait(30)
+        log = cluster.interleaved()
+    assert codes == [0, 0], "\n".join(log)
+    assert any("silent for more than 3 s" in line for line in log), "\n".join(log)
+    assert silent != 0, "\n".join(log)
+    assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+
+
+RECOVERABLE = os.path.join(ROOT, "tests", "jobs", "recoverable_job.py")
+
+
+def final_totals(epochs: int) -> dict[str, int]:
+    return {page: row["total_clicks"] for (e, page), row in expected(epochs).items()
+            if all(e2 <= e for (e2, p2) in expected(epochs) if p2 == page)}
+
+
+def states(processes) -> dict[str, int]:
+    """The running totals the processes printed at the end, added up (a page on one)."""
+    import json
+    out: dict[str, int] = {}
+    for p in processes:
+        for _, line in p.lines:
+            if line.startswith("state "):
+                for page, total in json.loads(line[6:]).items():
+                    assert page not in out, f"page {page} held twice"
+                    out[page] = total
+    return out
+
+
+def test_sigkill_of_a_process_while_it_leaves(tansu, paced, mode):
+    """Process 2 is asked to leave (SIGTERM) and is SIGKILLed while it moves its bins out
+    (``--migration fluid``: one bin per step); the two others roll back, take every
+    bin from the checkpoint, and end with exactly the totals of every click."""
+    import signal
+    from clusters import wait_for_line
+    extra = ["--brokers", tansu.bootstrap, "--clicks", paced["clicks"], "--group", paced["group"],
+             "--epochs", "10", "--timeout", "20", "--migration", "fluid", *mode]
+    with LocalCluster([RECOVERABLE], slots=3, extra=extra) as cluster:
+        cluster.start(3)
+        wait_for_line(cluster.processes[2], r"checkpoints of", timeout=60)
+        cluster.kill(cluster.processes[2], signal.SIGTERM)
+        for e in range(3, 7):
+            paced["writer"].epoch(e, clicks(e))
+            if any(" ships " in line for _, line in cluster.processes[2].lines):
+                break
+        wait_for_line(cluster.processes[2], r" ships \d+ bins", timeout=60)
+        cluster.kill(cluster.processes[2], signal.SIGKILL)
+        for e in range(3, 10):
+            if all(paced["writer"].markers.get((p, e)) is None for p in range(PARTITIONS)):
+                paced["writer"].epoch(e, clicks(e))
+        codes = [p.wait(120) for p in cluster.processes[:2]]
+        log = cluster.interleaved()
+    assert codes == [0, 0], "\n".join(log)
+    assert any("rollback 1" in line for line in log), "\n".join(log)
+    assert states(cluster.processes[:2]) == final_totals(10), "\n".join(log)
+
+
+def test_sigkill_of_a_member_while_a_process_joins(tansu, paced, mode):
+    """A process is joining when process 1 is SIGKILLed. If it had not finished joining,
+    the survivors drop it (it stops, saying so, and is started again, joining the new
+    life); if it had, it is one of the survivors. Either way the survivors roll back and
+    every total is exact."""
+    import signal
+    from clusters import wait_for_line
+    extra = ["--brokers", tansu.bootstrap, "--clicks", paced["clicks"], "--group", paced["group"],
+             "--epochs", "10", "--timeout", "20", *mode]
+    with LocalCluster([RECOVERABLE], slots=4, extra=extra) as cluster:
+        cluster.start(3)
+        wait_for_line(cluster.processes[0], r"checkpoints of", timeout=60)
+        joiner = cluster.join(original=3, bootstrap=0)
+        wait_for_line(cluster.processes[0], r"process 3 is joining", timeout=60)
+        cluster.kill(cluster.processes[1], signal.SIGKILL)
+        wait_for_line(cluster.processes[0], r"rebuilt dataflows", timeout=60)
+        rollback = next(line for _, line in cluster.processes[0].lines if "rollback 1:" in line)
+        if "processes [0, 2]" in rollback:               # dropped before it finished joining
+            assert finish(joiner, cluster, 60) != 0
+            again = cluster.restart(3, 3, "-j", "0", "--nn", "4")
+            assert wait_for_any_line([again], r"finished joining", timeout=60), "\n".join(cluster.interleaved())
+        else:
+            assert "processes [0, 2, 3]" in rollback, rollback
+        for e in range(3, 10):
+            paced["writer"].epoch(e, clicks(e))
+        codes = [finish(cluster.processes[i], cluster, 120) for i in (0, 2, 3)]
+        log = cluster.interleaved()
+    assert codes == [0, 0, 0], "\n".join(log)
+    assert states([cluster.processes[i] for i in (0, 2, 3)]) == final_totals(10), "\n".join(log)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_sigkills_at_random_moments_leave_every_result_exact(tansu, mode, seed):
+    """Seeded chaos: clicks keep arriving at a random pace; at a random epoch a random
+    process of 3 is SIGKILLed (mid-epoch, mid-checkpoint, mid-migration: wherever it
+    is), and half the time a replacement is started with its arguments once the others
+    rolled back. Every result, running totals included, is exact and written once."""
+    import random
+    import signal
+    from clusters import wait_for_line
+    rng = random.Random(seed)
+    run = uuid.uuid4().hex[:8]
+    names = {"clicks": f"clicks-{run}", "results": f"results-{run}", "group": f"g-{run}"}
+    create_topics(tansu.bootstrap, {names["clicks"]: PARTITIONS, names["results"]: PARTITIONS})
+    writer = Writer(tansu.bootstrap, names["clicks"])
+    victim, kill_at, replace = rng.randrange(3), rng.randrange(2, 7), rng.random() < 0.5
+    extra = ["--brokers", tansu.bootstrap, "--clicks", names["clicks"], "--results", names["results"],
+             "--group", names["group"], "--epochs", "10", "--bins", "16", "--timeout", "20",
+             "--migration", rng.choice(["batched", "all-at-once", "fluid"]), *mode]
+    with LocalCluster([DATAFLOW], slots=3, extra=extra) as cluster:
+        cluster.start(3)
+        for p in cluster.processes:
+            wait_for_line(p, r"checkpoints of", timeout=60)
+        for e in range(10):
+            writer.epoch(e, clicks(e))
+            if e == kill_at:
+                import time
+                time.sleep(rng.uniform(0, 0.4))
+                cluster.kill(cluster.processes[victim], signal.SIGKILL)
+                cluster.processes[victim].wait(10)
+                survivor = cluster.processes[(victim + 1) % 3]
+                wait_for_line(survivor, r"rebuilt dataflows", timeout=60)
+                if replace:
+                    replacement = cluster.restart(victim, 3)
+                    assert wait_for_any_line([replacement], r"finished joining", timeout=60), \
+                        "\n".join(cluster.interleaved())
+        alive = [p for i, p in enumerate(cluster.processes) if i != victim or replace]
+        codes = [finish(p, cluster, 120) for p in alive]
+        log = cluster.interleaved()
+    assert codes == [0] * len(alive), "\n".join(log)
+    assert read_results(tansu.bootstrap, names["results"]) == expected(10), "\n".join(log)

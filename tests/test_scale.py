@@ -7,8 +7,9 @@ is notified like any other, at times no earlier than where the cluster stood whe
 joined; a process sent SIGTERM moves its bins out, drains, says goodbye and exits 0
 while the others carry on with exactly the counts of a run without the leave; a leave,
 then a join again, still counts exactly; a process that cannot leave (its keyed state is
-pinned) says why and carries on; a process killed with SIGKILL still stops everyone
-with its name (fail-stop).
+pinned) says why and carries on; a process killed with SIGKILL stops a survivor whose
+dataflow cannot roll back, with its name (fail-stop; tests/test_recovery.py has the
+dataflows that roll back).
 """
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def test_sigterm_moves_bins_out_and_the_others_count_exactly(tmp_path, mode):
     epochs = 40
     with cluster(tmp_path, 3, workers=2, epochs=epochs, extra=[*mode]) as c:
         c.start(3)
-        time.sleep(1.2)
+        wait_for_line(c.processes[2], r"running, in a cluster", timeout=30)
         c.kill(c.processes[2], signal.SIGTERM)
         codes = c.wait(90)
         log = "\n".join(c.interleaved())
@@ -130,9 +131,8 @@ def test_join_leave_join_counts_exactly(tmp_path, mode):
     check_counts(results, epochs, log)
 
 
-def test_leave_during_iterative_wcc_and_a_refused_leave(tmp_path, mode):
-    """A joiner leaves while WCC iterates; an original process, whose vertices are
-    pinned to it, is told to leave too and refuses, saying why. Labels stay exact."""
+def test_leave_during_iterative_wcc(tmp_path, mode):
+    """A joiner leaves while WCC iterates. Labels stay exact."""
     import test_cluster
     epochs = 8
     args = ["--vertices", "60", "--edges", "30", "--epochs", str(epochs), "--seed", "3",
@@ -145,12 +145,10 @@ def test_leave_during_iterative_wcc_and_a_refused_leave(tmp_path, mode):
         wait_for_line(joiner, r"finished joining", timeout=30)
         time.sleep(0.3)
         c.kill(joiner, signal.SIGTERM)
-        c.kill(c.processes[1], signal.SIGTERM)
         codes = c.wait(90)
         log = "\n".join(c.interleaved())
         assert codes == [0, 0, 0], log
     assert "has drained" in joiner.output(), log
-    assert "cannot leave the cluster" in c.processes[1].output() and "pinned" in c.processes[1].output(), log
     got: dict = {}
     for name in os.listdir(tmp_path):
         with open(tmp_path / name) as f:
@@ -242,20 +240,36 @@ def test_leave_of_the_process_holding_the_most_bins(tmp_path, mode):
     check_counts(outputs(tmp_path), epochs, log)
 
 
-def test_sigkill_during_a_leave_still_stops_everyone_with_its_name(tmp_path, mode):
-    """Only a goodbye ends a leave: a leaving process killed before it drained is a
-    failure like any other, named by the processes that carry on no further."""
-    with cluster(tmp_path, 3, epochs=200, extra=["--migration", "fluid", *mode]) as c:
-        c.start(3)
-        time.sleep(1.2)
-        leaver = c.processes[2]
-        c.kill(leaver, signal.SIGTERM)
-        wait_for_line(leaver, r"leaves the cluster", timeout=30)
-        assert leaver.popen.poll() is None, "the leave finished before the kill"
-        c.kill(leaver)
-        codes = [p.wait(30) for p in c.processes[:2]]
+def test_sigkill_stops_a_dataflow_that_cannot_roll_back_naming_the_dead(tmp_path, mode):
+    """This job keeps no checkpoints (and feeds its input from the program, which an
+    input handle cannot replay), so it cannot roll back: the death of a process stops
+    the survivor, which names the dead process and why it cannot go on (fail-stop)."""
+    with cluster(tmp_path, 2, epochs=200, extra=[*mode]) as c:
+        c.start(2)
+        wait_for_line(c.processes[0], r"running, in a cluster", timeout=30)
+        c.kill(c.processes[1])
+        code = c.processes[0].wait(30)
         log = "\n".join(c.interleaved())
-    assert codes[0] != 0 and codes[1] != 0, log
-    port = c.ports[2]
-    for p in c.processes[:2]:
-        assert re.search(rf"process 2 \(127\.0\.0\.1:{port}\) disconnected", p.output()), log
+    assert code != 0, log
+    port = c.ports[1]
+    assert re.search(rf"process 1 \(127\.0\.0\.1:{port}\) disconnected .*cannot roll back: dataflow "
+                     rf"'Dataflow0' keeps no checkpoints", c.processes[0].output()), log
+
+
+def test_sigterm_that_cannot_leave_is_not_ignored(tmp_path, mode):
+    """An original WCC process, whose vertices are pinned to it, cannot leave: on SIGTERM
+    it stops at once with exit status 143, saying why, instead of carrying on while its
+    orchestrator waits; the other (its dataflow cannot roll back: input handles) stops
+    too, naming it."""
+    import test_cluster
+    args = ["--vertices", "60", "--edges", "30", "--epochs", "40", "--seed", "3", "--timeout", "10",
+            "--epoch-delay", "0.3", "--output", str(tmp_path / "labels-{process}.json"), *mode]
+    with LocalCluster(test_cluster.WCC, slots=2, workers=2, extra=args) as c:
+        c.start(2)
+        wait_for_line(c.processes[1], r"running, in a cluster", timeout=30)
+        c.kill(c.processes[1], signal.SIGTERM)
+        codes = c.wait(30)
+        log = "\n".join(c.interleaved())
+    assert codes[1] == 143, log
+    assert re.search(r"process 1 cannot leave the cluster: .*pinned.* it stops \(SIGTERM\)", c.processes[1].output()), log
+    assert codes[0] != 0 and re.search(r"process 1 \(127\.0\.0\.1:\d+\) disconnected", c.processes[0].output()), log

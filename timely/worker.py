@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Optional
 
 from .checkpoint.context import DataflowCheckpoint
+from .communication.errors import ClusterError
 from .config import Config
 from .dataflow.activations import Activations
 from .dataflow.scope import Scope
@@ -321,16 +322,24 @@ class Worker:
                 self.activations.activate(scope.path)
         messages, self._to_serve = self._to_serve, []
         for message in messages:
+            if message.process not in self._hub.connections:
+                continue        # dropped by a crash before it was served: it joins again later
             joining = message.last - message.first + 1
             granted = announce(self, joining)
             self._granted[message.process] = (granted, joining)
-            if self.config.progress_mode == "p2p":
-                server = BootstrapServer(self, message.process, message.first, message.last, granted)
-                self._servers[message.process] = server
-                self.bootstrap_pauses.append(server.pause)
-            else:
-                self.allocator.control_send(message.process, message.first, message.last,
-                                            ("bs-grants", self.index, granted))
+            try:
+                if self.config.progress_mode == "p2p":
+                    server = BootstrapServer(self, message.process, message.first, message.last, granted)
+                    self._servers[message.process] = server
+                    self.bootstrap_pauses.append(server.pause)
+                else:
+                    self.allocator.control_send(message.process, message.first, message.last,
+                                                ("bs-grants", self.index, granted))
+            except ClusterError:
+                if message.process in self._hub.connections:
+                    raise
+                # dropped by a crash while it was being served: the rollback that follows
+                # drops this dataflow and what was granted with it
 
     def _serve_control(self) -> None:
         for message in self._control.drain():

@@ -13,3 +13,9 @@ from __future__ import annotations
 
 class ClusterError(RuntimeError):
     """The cluster cannot go on: a peer died, went silent, or broke the protocol."""
+
+
+class Terminated(ClusterError):
+    """This process stopped on SIGTERM because it could not leave the cluster (its state
+    cannot move, or it is the last process): ``execute`` exits with status 143, as the
+    signal's default action would, once it has stopped."""

@@ -110,7 +110,7 @@ def run_client(worker: Any) -> float:
         progcaster.hold = []
     # every member's workers (a process that came back after a crash may have members of
     # any index)
-    existing = [g for p in sorted(hub.connections) if p != hub.process for g in
+    existing = [g for p in sorted(hub.connections) if p != worker.config.process for g in
                 range(p * hub.workers_per_process, (p + 1) * hub.workers_per_process)]
     state = None
     granted: list = []

@@ -49,7 +49,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..communication.codec import CONTROL
-from ..communication.errors import ClusterError
+from ..communication.errors import ClusterError, Terminated
 from .messages import RescaleMessage
 
 if TYPE_CHECKING:
@@ -57,6 +57,17 @@ if TYPE_CHECKING:
     from ..communication.cluster.hub import ClusterHub
 
 log = logging.getLogger("timely.cluster")
+
+
+def quorum(alive: set, life: set) -> bool:
+    """Whether the processes ``alive`` may roll back and go on without the rest of
+    ``life``: more than half of them, or half with the lowest (so two halves of a cut
+    network never both go on).
+
+    >>> quorum({0, 2}, {0, 1, 2}), quorum({1}, {0, 1}), quorum({0}, {0, 1}), quorum({1}, {0, 1, 2})
+    (True, False, True, False)
+    """
+    return 2 * len(alive) > len(life) or (2 * len(alive) == len(life) and min(life) in alive)
 
 
 class Membership:
@@ -77,6 +88,8 @@ class Membership:
         self.leave_requested = False
         self.leave_started = False
         self.leave_refused: Optional[str] = None
+        self.leave_signalled = False        # the leave was asked by SIGTERM
+        self.terminated: Optional[str] = None  # ... and could not happen: the process stopped
         self.leave_applied = 0              # local workers that applied our own leave
         self.quiesced = 0
         self.quiesce_sent = False
@@ -89,11 +102,28 @@ class Membership:
         self._agreement = threading.Condition(lock)
         # crashes (see "Crashes" in the module docstring)
         self.dead: set[int] = set()         # members that died without leaving
+        #: the processes of the cluster's current life (start, joins, leaves, rollbacks):
+        #: a rollback needs more than half of them alive (``quorum``)
+        self.life: set[int] = set()
         self.round = 0                      # rollbacks so far (the coordinator's count)
         self.recovering = False
         self._suspended = 0                 # local workers that dropped their dataflows
         self._finished = 0                  # local workers whose dataflows are all complete
         self._ready: dict[int, tuple] = {}  # coordinator: process -> the dead it knows of
+
+    def started(self) -> None:
+        """This process's workers exist: the cluster's life is the processes connected now
+        (a joiner: the members it was told of, and itself); joins may reach the workers."""
+        hub = self.hub
+        with self._lock:
+            self.life = set(hub.connections) | {hub.process} | set(self.members or ())
+            if hub.joining:
+                _, workers = self.current_round()
+                if workers is not None:
+                    self.life = {w // hub.workers_per_process for w in workers} | {hub.process}
+            life = sorted(self.life)
+        self.workers_ready.set()
+        log.info("process %d: running, in a cluster of processes %s", hub.process, life)
 
     def _post(self, message: RescaleMessage) -> None:
         hub = self.hub
@@ -244,7 +274,7 @@ class Membership:
                 hub.kafka.departed(range(first, first + hub.workers_per_process),
                                    {int(w): n for w, n in payload[1].items()})
         elif kind == "recover-ready":
-            self._ready_from(payload[1], payload[2])
+            self._ready_from(payload[1], payload[2], payload[3])
         elif kind == "rollback":
             self._apply_rollback(tuple(payload[1:]))
         elif kind == "joined":
@@ -253,6 +283,7 @@ class Membership:
             self.finished_joining.add(process)
             with self._lock:
                 self.dead.discard(process)      # a replacement of a process that died
+                self.life.add(process)
             first_w = process * hub.workers_per_process
             self._post(RescaleMessage("joined", process, first_w, first_w + hub.workers_per_process - 1))
         else:
@@ -288,6 +319,17 @@ class Membership:
             if process in self.dead or hub.stopping:
                 return
             self.dead.add(process)
+            alive = self.life - self.dead
+            if not quorum(alive, self.life):
+                minority = (f"{why}; only processes {sorted(alive)} of {sorted(self.life)} are left "
+                            f"here, too few to tell a crash from a partition of the network, so this "
+                            f"process stops (the others may go on); restart it to join them again")
+            else:
+                minority = None
+        if minority is not None:
+            hub.fail(ClusterError(minority))
+            return
+        with self._lock:
             self.recovering = True
             self._suspended = 0
             joiners = [c for c in hub.connections.values() if c.joining]
@@ -324,18 +366,22 @@ class Membership:
 
     def _tell_ready(self, dead: list) -> None:
         hub = self.hub
+        round_ = self.round
         coordinator = self.coordinator()
         if coordinator == hub.process:
-            self._ready_from(hub.process, dead)
+            self._ready_from(hub.process, round_, dead)
         else:
             conn = hub.connections.get(coordinator)
             if conn is not None:
-                conn.send_frame(CONTROL, -1, 0, 0, 0, ("recover-ready", hub.process, dead))
+                conn.send_frame(CONTROL, -1, 0, 0, 0, ("recover-ready", hub.process, round_, dead))
 
-    def _ready_from(self, process: int, dead: list) -> None:
-        """(On the coordinator.) ``process`` dropped its dataflows knowing ``dead`` died;
-        once every survivor is ready with the same knowledge, decide the rollback."""
+    def _ready_from(self, process: int, round_: int, dead: list) -> None:
+        """(On the coordinator.) ``process``, in the life after rollback ``round_``, dropped
+        its dataflows knowing ``dead`` died; once every survivor is ready with the same
+        knowledge, decide the rollback. Word from an earlier life is stale."""
         with self._lock:
+            if round_ != self.round:
+                return
             self._ready[process] = tuple(dead)       # kept if it comes before we noticed
             if not self.recovering:
                 return
@@ -372,7 +418,13 @@ class Membership:
         with self._agreement:
             self.round = round_
             self.dead |= set(dead)
+            self.life = {w // hub.workers_per_process for w in workers}
             self.recovering = False
+            # whoever the coordinator left out (a joiner it dropped, that finished joining
+            # here) is expelled: every survivor goes on with the same processes
+            outsiders = [c for p, c in hub.connections.items() if p not in self.life]
+            for conn in outsiders:
+                hub.forget(conn)
             self._ready = {}
             self.leaving.clear()
             if self.leave_started:
@@ -383,6 +435,10 @@ class Membership:
             for key, value in hub.checkpoints.install(decisions).items():
                 self.agreed[key] = value
             self.agreed["round"] = (round_, workers)
+        for conn in outsiders:
+            log.warning("process %d: process %d is not in the rollback's cluster: it is expelled "
+                        "(it must join again)", hub.process, conn.process)
+            conn.close()
         hub.restart_progress(round_, workers)
         self._post(RescaleMessage("rollback", -1, 0, 0, payload=(round_, workers)))
 
@@ -416,6 +472,7 @@ class Membership:
             if departing:
                 self.leaving.discard(conn.process)
                 self.departed.add(conn.process)
+                self.life.discard(conn.process)
         if departing and not hub.stopping:
             log.info("process %d: process %d has left the cluster", hub.process, conn.process)
             conn.goodbye()          # it waits for our goodbye before it exits
@@ -423,16 +480,30 @@ class Membership:
             self._post(RescaleMessage("left", conn.process, first, first + hub.workers_per_process - 1))
 
     # ---- leaving (timely.rescaling.leave) -------------------------------------------------
-    def request_leave(self, why: str) -> None:
-        """Ask for this process to leave the cluster (SIGTERM, or a worker's call)."""
+    def request_leave(self, why: str, signal: bool = False) -> None:
+        """Ask for this process to leave the cluster (SIGTERM: ``signal``, or a worker's
+        call)."""
         if not self.leave_requested:
             log.info("process %d: leave requested (%s)", self.hub.process, why)
         self.leave_requested = True
+        self.leave_signalled = self.leave_signalled or signal
         for wake in self.hub.wakes:
             wake.set()
 
     def refuse_leave(self, why: str) -> None:
-        log.error("process %d cannot leave the cluster: %s; it carries on", self.hub.process, why)
+        """The leave cannot happen. Asked by a worker, it says why and carries on; asked by
+        SIGTERM, the process stops at once (a SIGTERM is never ignored: an orchestrator
+        waits for the exit), without goodbye, so the others roll back as after a crash."""
+        hub = self.hub
+        if self.leave_signalled:
+            log.error("process %d cannot leave the cluster: %s; it stops (SIGTERM): the others "
+                      "roll back to their last checkpoint", hub.process, why)
+            self.terminated = why
+            hub.kill()
+            hub.fail(Terminated(f"process {hub.process} stopped on SIGTERM: it cannot leave the "
+                                f"cluster ({why})"))
+            return
+        log.error("process %d cannot leave the cluster: %s; it carries on", hub.process, why)
         self.leave_refused = why
         self.leave_requested = False
 

@@ -107,6 +107,11 @@ def drop_dataflow(worker: Any, index: int) -> None:
 def rebuild(worker: Any, message: Any) -> None:
     """Build the dropped dataflows again on the surviving workers (see the module)."""
     round_, workers = message.payload
+    allocator = worker.allocator
+    live = {w // allocator.hub.workers_per_process for w in workers}
+    for process in allocator.processes():
+        if process not in live:             # the dead, and joiners the crash dropped
+            allocator.remove_process(process)
     worker.become_member(list(workers), round_ << ROUND_SHIFT)
     for index in worker.rebuild_indices:
         worker.rebuild_dataflow(index)

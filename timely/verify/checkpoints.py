@@ -35,7 +35,7 @@ Transitions (picked by a seeded scheduler, weights perturbed per schedule):
   the survivors start a new life (``Registry.redecide``) with the bins spread over
   them; ``restart``: every worker dies and all of them start again (a new ``Registry``,
   ``decide``);
-- ``late`` (only with ``CheckpointOptions.late_writes``, beyond the brief's fault model):
+- ``late`` (only with ``CheckpointOptions.late_writes``, beyond the fault model above):
   a pending record of a dead life lands after the next life began, in order per writer.
 
 Properties:

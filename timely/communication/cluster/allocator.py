@@ -149,6 +149,10 @@ class ClusterAllocator(ThreadAllocator):
             added[channel] = new
         return added
 
+    def processes(self) -> list[int]:
+        """The processes this worker has places for in its channels (live or not)."""
+        return list(self._processes)
+
     def remove_process(self, process: int) -> None:
         """Forget a process that is gone (a joiner lost before it finished joining, one
         that left, one that died): its places in every channel hold dead pushers."""

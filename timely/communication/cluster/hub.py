@@ -171,6 +171,8 @@ class ClusterHub(ProcessHub):
             except (ConnectionRefusedError, socket.timeout, ConnectionResetError):
                 if once:
                     return None, None
+                if self.error is not None:      # e.g. the process that admitted us dropped us
+                    raise self.error
                 if time.monotonic() > deadline:
                     raise ClusterError(f"process {process} at {host}:{port} did not answer "
                                        f"within {self.timeout:g} s") from None

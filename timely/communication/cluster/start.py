@@ -7,7 +7,9 @@ progress if configured, lets SIGTERM ask the process to leave the cluster, runs
 ``Config.workers`` worker threads until their dataflows complete (or the process has
 left), then says goodbye to every peer. If a worker raises or the cluster fails, every
 worker stops, the connections close without goodbye (the peers see this process
-fail), and the first error is raised.
+fail), and the first error is raised. A SIGTERM asks the process to leave; if it cannot
+(``timely.rescaling.leave.refusal``), it stops at once, and ``execute`` exits with status
+143 as the signal's default action would: the others roll back as after a crash.
 
 This module runs workers, so it imports ``timely.worker``: it is the one module of
 ``timely.communication`` above the worker, and nothing the worker imports imports it.
@@ -20,13 +22,16 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import logging
 import uuid
 from typing import Any, Callable
 
 from ...worker import Worker, WorkerAborted
-from ..errors import ClusterError
+from ..errors import ClusterError, Terminated
 from ..kafka import KafkaProgress, progress_prefix
 from .hub import ClusterHub
+
+log = logging.getLogger("timely.cluster")
 
 
 def secret_from(config: Any) -> bytes:
@@ -58,6 +63,7 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
     processes = config.process + 1 if joining else config.processes
     hub = ClusterHub(config, secret, processes, config.processes, joining)
     hub.listen()
+    _leave_on_sigterm(hub)          # from the start: a SIGTERM while connecting stops it too
     try:
         hub.connect_all()
         # one name per start of the job: a restarted job never reads an old run's logs
@@ -75,11 +81,10 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
         raise
     if not config.rescaling:
         hub.stop_accepting()
-    _leave_on_sigterm(hub)
     results: list[Any] = [None] * config.workers
     errors: list[BaseException] = []
     workers = [Worker(config, hub.allocator(i), hub.abort) for i in range(config.workers)]
-    hub.membership.workers_ready.set()
+    hub.membership.started()
 
     def run(local: int) -> None:
         worker = workers[local]
@@ -102,6 +107,11 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
     if hub.error is not None or errors:
         hub.kill()
         hub.close_clients()
+        if isinstance(hub.error, Terminated) or hub.membership.leave_signalled:
+            # stopped after a SIGTERM (no leave was possible, or the cluster stopped under
+            # it): exit as the signal's default action does
+            log.error("process %d stops: %s", config.process, hub.error)
+            raise SystemExit(143)
         first = next((e for e in errors if not isinstance(e, ClusterError)), None)
         raise first or hub.error or errors[0]
     if hub.membership.leave_started:
@@ -115,4 +125,4 @@ def _leave_on_sigterm(hub: ClusterHub) -> None:
     """SIGTERM (what an orchestrator sends to scale down) asks this process to leave."""
     if threading.current_thread() is not threading.main_thread():
         return                      # signals can only be handled on the main thread
-    signal.signal(signal.SIGTERM, lambda signum, frame: hub.membership.request_leave("SIGTERM"))
+    signal.signal(signal.SIGTERM, lambda signum, frame: hub.membership.request_leave("SIGTERM", signal=True))
