@@ -470,4 +470,4 @@ class Worker:
                 pass
         finally:
             if self._membership is not None:
-                self._membership.worker_finished()
+                self._membership.worker_finished(self.index)

@@ -73,10 +73,11 @@ class BinLog:
         self.dirty: dict[int, Optional[set]] = {}        # bin -> keys (None: whole bin)
         self.arrived: dict[int, int] = {}                 # bin -> time it arrived here
         self.since_base: dict[int, int] = {}              # bin -> keys written as deltas since its base
-        self._waiting: list[tuple[float, int]] = []       # (X, ticket) not yet durable
+        self._waiting: list[tuple] = []                   # (X, ticket, started, stats row) not yet durable
         self._durable: Optional[float] = None
         self._seq = 0
         self._ticket = 0                                  # the writer's ticket of our latest record
+        self._last_crossing: Any = ()                     # (x, applied_max) of the latest crossing
         self.crossings = 0
         self.entries_written = 0
         self.keys_written = 0
@@ -130,11 +131,13 @@ class BinLog:
         self.applied_max = label - 1
         for b in sorted(self.bins):
             self._write(b, label, "base")
-        self._waiting.append((label, self._ticket, time.perf_counter()))
+        self._waiting.append((label, self._ticket, time.perf_counter(), None))
 
     def due(self, x: Any) -> bool:
         """Whether ``cross(x)`` would write: a boundary lies after the last applied time
-        and at or before ``x``."""
+        and at or before ``x``, and this is not the crossing just made again."""
+        if (x, self.applied_max) == self._last_crossing:
+            return False
         low = self.minimum if self.applied_max is None else self.applied_max + 1
         first = -(-low // self.interval) * self.interval
         return x is None or first <= x
@@ -156,10 +159,12 @@ class BinLog:
             if b in self.bins:
                 self._write(b, label, "delta", self.dirty[b])
         self.dirty.clear()
-        self._waiting.append((END if x is None else x, self._ticket, started))
+        self._last_crossing = (x, self.applied_max)
         self.crossings += 1
-        self.stats.append([END if x is None else x, label, time.perf_counter() - started,
-                           self.keys_written - keys, getattr(self.writer, "bytes", 0) - written, None])
+        row = [END if x is None else x, label, time.perf_counter() - started,
+               self.keys_written - keys, getattr(self.writer, "bytes", 0) - written, None]
+        self.stats.append(row)
+        self._waiting.append((END if x is None else x, self._ticket, started, row))
         return True
 
     def _write(self, b: int, label: int, kind: str, keys: Optional[set] = None) -> None:
@@ -170,7 +175,7 @@ class BinLog:
             if kind == "delta":
                 keys = None if marked is None or keys is None else keys | marked
         if kind == "delta" and keys is not None:
-            if self.since_base.get(b, 0) + len(keys) > max(len(state), 64):
+            if self.since_base.get(b, 0) + len(keys) >= max(len(state), 64):
                 kind = "base"
         get = dict.get
         if kind == "base":
@@ -201,10 +206,10 @@ class BinLog:
         yet; ``END`` once the final crossing, at None, is)."""
         waiting = self._waiting
         while waiting and self.writer.durable(waiting[0][1]):
-            x, _, started = waiting.pop(0)
+            x, _, started, row = waiting.pop(0)
             self._durable = x
-            if self.stats and self.stats[-1][0] == x and self.stats[-1][5] is None:
-                self.stats[-1][5] = time.perf_counter() - started
+            if row is not None:
+                row[5] = time.perf_counter() - started
         return self._durable
 
     @property

@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 from .binlog import BinLog
 from .records import CheckpointError, CheckpointMissing, RestorePoint, fold_bin
+from .registry import paused_gc
 
 log = logging.getLogger("timely.checkpoint")
 
@@ -116,7 +117,7 @@ class DataflowCheckpoint:
             brokers = ",".join(brokers)
         registry = worker.checkpoints
         store = registry.store(mode, self.namespace, brokers)
-        decision = registry.decide(self.namespace, list(worker.routing_workers))
+        decision = registry.decide(self.namespace, list(worker.routing_workers), self._local_bins())
         self.inc = decision.inc.id
         self.restored = decision.restore
         if not self.commits:
@@ -141,6 +142,16 @@ class DataflowCheckpoint:
                  mode, self.inc, "" if self.restored is None else
                  f", restored at {self.restored.label} from incarnation {self.restored.inc.id}")
 
+    def _local_bins(self) -> Callable[[str, int], bool]:
+        """Whether an ``(op, bin)`` is held by a worker of this process when the dataflow
+        starts (bins are spread round robin over the workers; a joiner holds none)."""
+        workers = self.worker.initial_workers
+        hub = self.worker.allocator.hub
+        local = set(range(hub.first_index, hub.first_index + hub.workers))
+        if self.worker.is_joiner:
+            return lambda op, b: False
+        return lambda op, b: workers[b % len(workers)] in local
+
     def _restore(self, registry: Any) -> None:
         rp = self.restored
         stored_ops = rp.ops()
@@ -150,14 +161,15 @@ class DataflowCheckpoint:
                                   f"operators {sorted(stored_ops.items())}, but this dataflow builds "
                                   f"{sorted(mine.items())}: restore it with the program that wrote it, "
                                   f"or start afresh under another --checkpoint-name")
-        entries = registry.entries(self.namespace, rp)
-        for s in self.states:
-            for b, bin in s.states.bins.items():
-                where = f"checkpoint {self.namespace!r} incarnation {rp.inc.id}: {s.op} bin {b}"
-                state, pending = fold_bin(entries.get((s.op, b), []), rp.label, where)
-                bin.state = state
-                bin.pending = pending
-                s.states.restored_pending(b, pending)
+        entries = registry.entries(self.namespace)
+        with paused_gc():
+            for s in self.states:
+                for b, bin in s.states.bins.items():
+                    where = f"checkpoint {self.namespace!r} incarnation {rp.inc.id}: {s.op} bin {b}"
+                    state, pending = fold_bin(entries.get((s.op, b), []), rp.label, where)
+                    bin.state = state
+                    bin.pending = pending
+                    s.states.restored_pending(b, pending)
         positions = rp.positions()
         for source in self.sources:
             missing = [tp for tp in source.every if tp not in positions]

@@ -12,12 +12,27 @@ Costs: opening a store once per namespace; the start-up read once per process
 """
 from __future__ import annotations
 
+import gc
 import threading
 import uuid
-from typing import Any, Callable, Optional
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
 
 from .records import CheckpointError, Entry, Incarnation, RestorePoint, restore_point
 from .store import Contents, DirStore, Store
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Python's cyclic collector off for a while: reading a checkpoint builds millions of
+    objects that all stay alive, and every collection midway would walk them all."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Decision:
@@ -58,6 +73,7 @@ class Registry:
         self.stores: dict[str, Store] = {}
         self.decisions: dict[str, Decision] = {}
         self._entries: dict[str, dict] = {}
+        self._installed: dict[str, tuple] = {}   # a rollback's decisions, not read yet
 
     def store(self, mode: str, namespace: str, brokers: Optional[str], options: Optional[dict] = None) -> Store:
         with self._lock:
@@ -83,15 +99,20 @@ class Registry:
         store.start(inc)
         return Decision(inc, rp).to_wire()
 
-    def decide(self, namespace: str, members: list[int]) -> Decision:
-        """The incarnation this life of ``namespace`` writes under, agreed by the cluster."""
+    def decide(self, namespace: str, members: list[int],
+               want: Optional[Callable[[str, int], bool]] = None) -> Decision:
+        """The incarnation this life of ``namespace`` writes under, agreed by the cluster
+        (or the one a rollback installed); reading its restore point also reads the
+        entries ``want(op, bin)`` accepts (this process's bins), once."""
         with self._lock:
             found = self.decisions.get(namespace)
             if found is not None:
                 return found
             store = self.stores[namespace]
-            wire = self._agree(self.key(namespace), lambda: self._start_life(store, members))
-            decision = self._from_wire(store, wire)
+            wire = self._installed.pop(namespace, None)
+            if wire is None:
+                wire = self._agree(self.key(namespace), lambda: self._start_life(store, members))
+            decision = self._from_wire(namespace, store, wire, want)
             self.decisions[namespace] = decision
             return decision
 
@@ -102,23 +123,29 @@ class Registry:
             return {ns: self._start_life(store, members) for ns, store in self.stores.items()}
 
     def install(self, decisions: dict[str, tuple]) -> dict[str, tuple]:
-        """Adopt a rollback's decisions (what ``redecide`` made); returns them by agreement key."""
+        """Adopt a rollback's decisions (what ``redecide`` made), for the dataflows built
+        next; returns them by agreement key."""
         with self._lock:
             self.decisions.clear()
             self._entries.clear()
-            for ns, wire in decisions.items():
-                if ns in self.stores:
-                    self.decisions[ns] = self._from_wire(self.stores[ns], wire)
+            self._installed = {ns: wire for ns, wire in decisions.items() if ns in self.stores}
         return {self.key(ns): wire for ns, wire in decisions.items()}
 
-    @staticmethod
-    def _from_wire(store: Store, wire: tuple) -> Decision:
+    def _from_wire(self, namespace: str, store: Store, wire: tuple,
+                   want: Optional[Callable[[str, int], bool]]) -> Decision:
+        """The decision ``wire`` names, and (if it restores) the entries of its restore
+        point that ``want`` accepts, in one read of the store."""
         (iid, seq, parent, start, members), restore = wire
         inc = Incarnation(iid, seq, parent, start, tuple(members))
         if restore is None:
             return Decision(inc, None)
         rid, label = restore
-        contents = store.read()
+        with paused_gc():      # a restore makes many long-lived objects: no collection midway
+            contents = store.read([rid], want)
+            found: dict = {}
+            for e in contents.entries:
+                found.setdefault((e.op, e.bin), []).append(e)
+        self._entries[namespace] = found
         by_id = {i.id: i for i in contents.incarnations}
         if rid not in by_id:
             raise CheckpointError(f"the restore point names incarnation {rid}, which this process "
@@ -126,18 +153,10 @@ class Registry:
         commits = [c for c in contents.commits if c.inc == rid and c.label == label]
         return Decision(inc, RestorePoint(by_id[rid], label, commits))
 
-    def entries(self, namespace: str, rp: RestorePoint,
-                want: Optional[Callable[[str, int], bool]] = None) -> dict[tuple[str, int], list[Entry]]:
-        """The restore point's entries by ``(op, bin)``, read once per process."""
+    def entries(self, namespace: str) -> dict[tuple[str, int], list[Entry]]:
+        """The restore point's entries by ``(op, bin)`` (what ``decide`` read)."""
         with self._lock:
-            found = self._entries.get(namespace)
-            if found is None:
-                contents: Contents = self.stores[namespace].read([rp.inc.id], want)
-                found = {}
-                for e in contents.entries:
-                    found.setdefault((e.op, e.bin), []).append(e)
-                self._entries[namespace] = found
-            return found
+            return self._entries.get(namespace, {})
 
     def close(self) -> None:
         with self._lock:

@@ -61,8 +61,11 @@ class Bin:
 
     def to_wire(self) -> tuple:
         """``(state pairs, pending)`` as msgpack-able lists (keys may be tuples)."""
-        return (list(dict.items(self.state)),
-                [(t, [list(e) for e in entries]) for t, entries in sorted(self.pending.items())])
+        return list(dict.items(self.state)), self.pending_wire()
+
+    def pending_wire(self) -> list:
+        """The pending notifications as msgpack-able lists: O(pending), not O(state)."""
+        return [(t, [list(e) for e in entries]) for t, entries in sorted(self.pending.items())]
 
     @classmethod
     def from_wire(cls, items: Iterable, pending: Iterable) -> "Bin":
@@ -88,7 +91,7 @@ class BinStates:
 
     def pending_wire(self, b: int) -> list:
         """Bin ``b``'s pending notifications as msgpack-able lists (for checkpoints)."""
-        return self.bins[b].to_wire()[1]
+        return self.bins[b].pending_wire()
 
     def restored_pending(self, b: int, pending: dict) -> None:
         """Bin ``b`` was restored from a checkpoint with these pending notifications."""

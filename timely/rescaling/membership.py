@@ -109,6 +109,7 @@ class Membership:
         self.recovering = False
         self._suspended = 0                 # local workers that dropped their dataflows
         self._finished = 0                  # local workers whose dataflows are all complete
+        self._finished_workers: set[int] = set()
         self._ready: dict[int, tuple] = {}  # coordinator: process -> the dead it knows of
 
     def started(self) -> None:
@@ -355,9 +356,13 @@ class Membership:
         if ready:
             self._tell_ready(dead)
 
-    def worker_finished(self) -> None:
-        """A local worker's dataflows are all complete: it takes no part in a rollback."""
+    def worker_finished(self, worker: int) -> None:
+        """A local worker's dataflows are all complete: it takes no part in a rollback
+        (said once per worker, however often its program calls ``run``)."""
         with self._lock:
+            if worker in self._finished_workers:
+                return
+            self._finished_workers.add(worker)
             self._finished += 1
             ready = self.recovering and self._suspended + self._finished >= self.hub.workers
             dead = sorted(self.dead)

@@ -369,7 +369,7 @@ class CheckpointModel:
             self.coverage["restore: none (a fresh start)" if previous is None else
                           "restore: none (the dead lives never completed a checkpoint)"] += 1
         else:
-            restored = self._check_restore(rp, self.registry.entries(NAMESPACE, rp),
+            restored = self._check_restore(rp, self.registry.entries(NAMESPACE),
                                            f"the restore of life #{self.inc.seq}")
             self.restores += 1
             self.coverage["restore: a checkpoint of the life that died" if rp.inc.id == previous.id else
@@ -767,7 +767,7 @@ class CheckpointModel:
         self.coverage["crash (survivors roll back)"] += 1
         self.doing = f"CRASH of w{dead} ({lost}); survivors {survivors} restore ..."
         self.registry.install(self.registry.redecide(survivors))
-        life = self._begin(self.registry.decisions[NAMESPACE], survivors)
+        life = self._begin(self.registry.decide(NAMESPACE, survivors), survivors)
         return f"CRASH of w{dead} ({lost}); {life}"
 
     def do_restart(self) -> Optional[str]:

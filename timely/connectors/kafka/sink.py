@@ -38,16 +38,15 @@ class KafkaSinkState:
     """One worker's share of a Kafka sink: its producer, partitions and their last epochs."""
 
     def __init__(self, brokers: Brokers, topic: str, add_config: Optional[dict], fmt: Format,
-                 owned: list[int], rows_per_message: int, timeout: float) -> None:
-        from confluent_kafka import Consumer, Producer
+                 owned: list[int], rows_per_message: int, timeout: float, producer: Any) -> None:
+        from confluent_kafka import Consumer
         self.brokers = brokers
         self.topic = topic
         self.format = fmt
         self.owned = owned
         self.rows = rows_per_message
         self.timeout = timeout
-        self.producer = Producer(producer_config(brokers, {"message.timeout.ms": int(timeout * 1000),
-                                                           **(add_config or {})}))
+        self.producer = producer
         self.last: dict[int, Optional[int]] = {p: None for p in owned}
         if owned:
             # A previous run's markers: the epochs it completed are not written again.
@@ -142,6 +141,20 @@ class KafkaSinkState:
                 self._flush(f"the markers of epoch {through}")
 
 
+def _producer(worker: Any, brokers: Brokers, config: dict) -> Any:
+    """The worker's producer for ``brokers`` and ``config``, made once: a sink rebuilt after
+    a crash reuses it (an idempotent producer waits for its id before its first record:
+    0.5-1 s on the test broker)."""
+    from confluent_kafka import Producer
+    found = getattr(worker, "kafka_producers", None)
+    if found is None:
+        found = worker.kafka_producers = {}
+    key = (brokers_string(brokers), tuple(sorted((k, str(v)) for k, v in config.items())))
+    if key not in found:
+        found[key] = Producer(producer_config(brokers, config))
+    return found[key]
+
+
 def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union[str, Format] = "json",
                key: Optional[Callable[[Any], Any]] = None,
                partition: Optional[Callable[[Any], int]] = None, add_config: Optional[dict] = None,
@@ -161,12 +174,12 @@ def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union
         raise ValueError(f"kafka_sink: rows_per_message must be >= 1, got {rows_per_message}")
     fmt = format_of(value_format)
     worker = scope.worker
-    from confluent_kafka import Producer
-    count = topic_partitions(Producer(producer_config(brokers, add_config)), brokers, [topic])[topic]
+    producer = _producer(worker, brokers, {"message.timeout.ms": int(timeout * 1000), **(add_config or {})})
+    count = topic_partitions(producer, brokers, [topic])[topic]
     writers = worker.initial_workers
     owner = [writers[p % len(writers)] for p in range(count)]
     owned = [] if worker.is_joiner else [p for p in range(count) if owner[p] == worker.index]
-    state = KafkaSinkState(brokers, topic, add_config, fmt, owned, rows_per_message, timeout)
+    state = KafkaSinkState(brokers, topic, add_config, fmt, owned, rows_per_message, timeout, producer)
     # a partition's writer stays put: its process cannot leave (timely.rescaling.leave)
     worker.sink_writers[topic] = owner
     worker.checkpoint_context.add_sink(state)
