@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any, Callable, Optional
 
 from .binlog import BinLog
+from .commit import checkpoint_commit
 from .records import CheckpointError, CheckpointMissing, RestorePoint, fold_bin
 from .registry import paused_gc
 
@@ -117,17 +119,19 @@ class DataflowCheckpoint:
             brokers = ",".join(brokers)
         registry = worker.checkpoints
         store = registry.store(mode, self.namespace, brokers)
+        started = time.perf_counter()
         decision = registry.decide(self.namespace, list(worker.routing_workers), self._local_bins())
+        decided = time.perf_counter()
         self.inc = decision.inc.id
         self.restored = decision.restore
         if not self.commits:
-            from .commit import checkpoint_commit
             checkpoint_commit(self.scope, [], self)
         self.writer = store.writer(worker.index, self.inc)
         label = self.scope.minimum
         if self.restored is not None:
             label = self.restored.label
             self._restore(registry)
+        folded = time.perf_counter()
         for s in self.states:
             bins = s.states.bins
             binlog = BinLog(s.op, bins, self.interval, self.writer, self.inc, worker.index,
@@ -138,9 +142,16 @@ class DataflowCheckpoint:
             binlog.start(label)
         for handle in self.inputs:
             handle.restart_at(label)
+        done = time.perf_counter()
+        #: instruments of the start: seconds deciding (and reading the store), restoring
+        #: (folding the entries), writing the new life's bases; keys restored
+        self.timings = {"decide": decided - started, "fold": folded - decided, "bases": done - folded,
+                        "keys": sum(s.states.keys() for s in self.states)}
         log.info("worker %d: checkpoints of %s to %s, incarnation %s%s", worker.index, self.namespace,
                  mode, self.inc, "" if self.restored is None else
-                 f", restored at {self.restored.label} from incarnation {self.restored.inc.id}")
+                 f", restored at {self.restored.label} from incarnation {self.restored.inc.id} "
+                 f"({self.timings['keys']} keys: store read {self.timings['decide']:.3f} s, fold "
+                 f"{self.timings['fold']:.3f} s, bases written {self.timings['bases']:.3f} s)")
 
     def _local_bins(self) -> Callable[[str, int], bool]:
         """Whether an ``(op, bin)`` is held by a worker of this process when the dataflow
