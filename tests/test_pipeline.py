@@ -1,8 +1,10 @@
 """The Spark pipeline end to end (examples/pipeline), small: Spark cleans clicks and
 writes them to the real broker epoch by epoch, a 2-process pytimely cluster (a third
-process joins mid-run and receives per-page state) aggregates them into Kafka, and
-Spark's own computation from the same events must equal the results read back with
-``timely-kafka``, per epoch, in both progress modes.
+process joins mid-run and receives per-page state; then process 1 is SIGKILLed, the
+others roll back to their last checkpoint, and a replacement joins) aggregates them
+into Kafka, and Spark's own computation from the same events must equal the results
+read back with ``timely-kafka``, per epoch, running totals included, in both progress
+modes: what ``make run`` shows.
 
 Protects: the whole path a user runs with ``make run``: the Spark writer's markers, the
 dataflow source's epochs, Megaphone state across a join, the sink's markers, the Spark
@@ -31,21 +33,24 @@ def held_bins(log: list[str]) -> dict[int, int]:
 
 
 @pytest.mark.parametrize("progress_mode", ["p2p", "kafka"])
-def test_pipeline_is_exact_across_a_join(spark, tansu, progress_mode, tmp_path):
+def test_pipeline_is_exact_across_a_join_and_a_crash(spark, tansu, progress_mode, tmp_path):
     progress = ([] if progress_mode == "p2p" else
                 ["--progress-mode", "kafka", "--kafka-bootstrap", tansu.bootstrap,
                  "--kafka-prefix", f"tp{progress_mode}{os.getpid()}"])
     lines = []
     report = pipeline.run_pipeline(spark, tansu.bootstrap, events=30_000, epochs=6, partitions=4,
-                                   join_after=1, progress=progress, pace=0.6, say=lines.append)
+                                   join_after=1, kill_after=3, progress=progress, pace=0.6,
+                                   say=lines.append)
     assert report.codes == [0, 0, 0], "\n".join(report.cluster_log)
     assert report.dropped["no user"] > 0 and report.dropped["bad time"] > 0 and report.dropped["unknown page"] > 0
     assert report.raw == report.clean + sum(report.dropped.values())
     assert [r["epoch"] for r in report.check] == list(range(6))
     assert report.differences == 0, "\n".join(lines)
     assert sum(r["clicks"] for r in report.check) == report.clean
-    bins = held_bins(report.cluster_log)
-    assert sorted(bins) == [0, 1, 2] and bins[2] > 0 and sum(bins.values()) == 64, bins
+    bins = held_bins(report.cluster_log)           # the replacement is process 1 again
+    assert sorted(bins) == [0, 1, 2] and sum(bins.values()) == 64, bins
+    assert any("rollback 1" in line for line in report.cluster_log), "\n".join(report.cluster_log)
+    assert report.recovery_s is not None and report.recovery_s > 0, "\n".join(lines)
     assert sorted(report.latencies_ms) == list(range(6))
 
 

@@ -8,6 +8,10 @@
 3. Meanwhile a pytimely cluster (2 processes; a third joins after a third of the
    epochs) reads ``clicks``, keeps per-page state that migrates to the joiner, and
    writes per-epoch and running aggregates to the ``results`` topic (``dataflow.py``).
+   After two thirds of the epochs one process is SIGKILLed: the others roll back to
+   their last checkpoint and go on, and a replacement started with the dead process's
+   arguments joins them; the recovery time (SIGKILL -> the next epoch's results
+   readable) is printed.
 4. Spark reads the results back with ``timely-kafka`` and checks them against its own
    computation from the same events: exact equality per epoch, printed as a table.
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import threading
 import time
@@ -85,6 +90,8 @@ class Report:
     codes: list = field(default_factory=list)
     cluster_log: list = field(default_factory=list)
     check: list = field(default_factory=list)
+    killed_at: Optional[float] = None        # monotonic time of the SIGKILL
+    recovery_s: Optional[float] = None       # SIGKILL -> the next epoch's results readable
 
     @property
     def latencies_ms(self) -> dict[int, float]:
@@ -98,18 +105,30 @@ class Report:
                   for r in self.check)
         return bad + (0 if self.check else 1) + sum(1 for c in self.codes if c)
 
+    def recovered(self) -> Optional[float]:
+        """Seconds from the SIGKILL to the first epoch, not complete before it, whose
+        results are readable."""
+        if self.killed_at is None:
+            return None
+        before = [e for e, t in self.completed_at.items() if t <= self.killed_at]
+        after = [t for e, t in self.completed_at.items() if t > self.killed_at and e > max(before, default=-1)]
+        return min(after) - self.killed_at if after else None
+
 
 def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int = 10,
                  partitions: int = 4, processes: int = 2, join_after: Optional[int] = None,
                  progress: tuple = (), workers: int = 1, pace: float = 0.0,
-                 migration: str = "all-at-once", say=print) -> Report:
+                 migration: str = "all-at-once", kill_after: Optional[int] = -1, say=print) -> Report:
     """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
-    whose write a process joins (default a third of the way; -1 for none)."""
+    whose write a process joins (default a third of the way; -1 for none);
+    ``kill_after``: the epoch after whose write process 1 is SIGKILLed and a
+    replacement started (None: two thirds of the way; -1, the default here, for none)."""
     report = Report()
     run = uuid.uuid4().hex[:8]
     clicks, results = f"clicks-{run}", f"results-{run}"
     create_topics(brokers, {clicks: partitions, results: partitions})
     join_after = epochs // 3 if join_after is None else join_after
+    kill_after = 2 * epochs // 3 if kill_after is None else kill_after
 
     t = time.monotonic()
     raw = spark_jobs.raw_clicks(spark, events, epochs)
@@ -137,6 +156,8 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
             if epoch == join_after:
                 cluster.join(original=processes)
                 say(f"cluster: process {processes} joins after epoch {epoch}")
+            if epoch == kill_after:
+                crash(cluster, processes, report, say)
             if pace:
                 time.sleep(pace)
         report.seconds["spark write"] = time.monotonic() - t
@@ -150,13 +171,20 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         time.sleep(0.05)
     watcher.stop()
     report.completed_at = watcher.completed_at
-    shown = [line for line in report.cluster_log if any(s in line for s in ("read ", "joins", " ships ", "done in"))]
+    shown = [line for line in report.cluster_log
+             if any(s in line for s in ("read ", "joins", " ships ", "done in", "restarts", "roll back",
+                                        "rollback ", "restored at", "finished joining"))]
     say("\n".join(shown if not any(report.codes) else report.cluster_log))
     lat = sorted(report.latencies_ms.values())
     say(f"dataflow: {processes}+1 processes, exit codes {report.codes}; all results in Kafka "
         f"{report.seconds['dataflow']:.1f} s after the first write ({report.clean / report.seconds['dataflow']:,.0f} "
         f"clicks/s end to end); epoch written -> results readable: p50 "
         f"{lat[len(lat) // 2] if lat else float('nan'):.0f} ms, max {lat[-1] if lat else float('nan'):.0f} ms")
+    if report.killed_at is not None:
+        report.recovery_s = report.recovered()
+        say("recovery: SIGKILL -> the next epoch's results readable in "
+            + ("(never)" if report.recovery_s is None else f"{report.recovery_s:.2f} s")
+            + "; the survivors were not restarted")
 
     t = time.monotonic()
     got = spark_jobs.read_results(spark, brokers, results)
@@ -174,12 +202,33 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     return report
 
 
+def crash(cluster: LocalCluster, processes: int, report: Report, say) -> None:
+    """SIGKILL process 1; once a survivor has rolled back, start a replacement with
+    process 1's arguments (it finds the cluster running and joins it)."""
+    victim = cluster.processes[1]
+    report.killed_at = time.monotonic()
+    cluster.kill(victim, signal.SIGKILL)
+    victim.wait(10)
+    say(f"cluster: process 1 SIGKILLed; the others roll back to their last checkpoint")
+    survivor = cluster.processes[0]
+    deadline = time.monotonic() + 60
+    while not any("rebuilt dataflows" in line for _, line in survivor.lines):
+        if time.monotonic() > deadline or survivor.popen.poll() is not None:
+            say("cluster: the survivors did not roll back")
+            return
+        time.sleep(0.02)
+    cluster.restart(1, processes)
+    say("cluster: a replacement for process 1 starts with its arguments")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--join-after", type=int, default=None, help="epoch after which a process joins (-1: none)")
+    parser.add_argument("--kill-after", type=int, default=None,
+                        help="epoch after which process 1 is SIGKILLed and replaced (-1: none)")
     parser.add_argument("--progress-mode", default="p2p", choices=["p2p", "kafka"])
     parser.add_argument("--brokers", help="use this Kafka instead of starting the embedded broker")
     args = parser.parse_args(argv)
@@ -196,7 +245,7 @@ def main(argv: list[str]) -> int:
         progress = (["--progress-mode", "kafka", "--kafka-bootstrap", brokers,
                      "--kafka-prefix", f"pipe{uuid.uuid4().hex[:8]}"] if args.progress_mode == "kafka" else [])
         report = run_pipeline(spark, brokers, args.events, args.epochs, args.partitions,
-                              join_after=args.join_after, progress=progress)
+                              join_after=args.join_after, progress=progress, kill_after=args.kill_after)
         spark.stop()
     finally:
         if broker is not None:
