@@ -8,9 +8,9 @@ the bins' state right now is their state as of every such boundary, and ``cross`
 writes, for each bin changed since its last entry, a delta labelled with the least time
 it is valid for (``last applied + 1``): the keys that may have changed (with their
 values now) and those deleted, plus the bin's pending notifications. A bin whose
-deltas since its last base add up to more keys than it holds is written whole (a base)
-instead, so a restore reads at most about twice a bin's size and a checkpoint costs
-what changed, never the state's size. A bin that arrived from another worker at time c
+deltas since its last base name more than ``BASE_AFTER`` times the keys it holds is written whole (a base)
+instead (``BASE_AFTER``), so a restore reads at most about three times a bin's size and a
+checkpoint costs what changed, never the state's size. A bin that arrived from another worker at time c
 is written whole at ``max(label, c)``; a bin shipped away is forgotten (its new owner
 writes it whole).
 
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from itertools import repeat
 from typing import Any, Optional
 
 from .records import Entry
@@ -50,6 +51,10 @@ from .tracked import TrackedDict
 PART_KEYS = 4096
 #: the time of the final crossing, once the operator's input is exhausted
 END = float("inf")
+#: a bin is written whole once its deltas since its last base name this many times its
+#: keys: a restore reads at most about 1 + BASE_AFTER times the state, and a checkpoint
+#: writes about 1 + 1 / BASE_AFTER times the keys that changed
+BASE_AFTER = 2
 
 
 class BinLog:
@@ -175,9 +180,8 @@ class BinLog:
             if kind == "delta":
                 keys = None if marked is None or keys is None else keys | marked
         if kind == "delta" and keys is not None:
-            if self.since_base.get(b, 0) + len(keys) >= max(len(state), 64):
+            if self.since_base.get(b, 0) + len(keys) >= BASE_AFTER * max(len(state), 64):
                 kind = "base"
-        get = dict.get
         if kind == "base":
             items = list(dict.items(state))
             deleted: list = []
@@ -186,8 +190,13 @@ class BinLog:
             items, deleted, kind = list(dict.items(state)), [], "base"
             self.since_base[b] = 0
         else:
-            items = [(k, get(state, k)) for k in keys if k in state]
-            deleted = [k for k in keys if k not in state]
+            # the keys still there and their values, and those deleted: O(keys changed)
+            # (``keys & view`` would walk the whole bin), through dict's own methods (a
+            # TrackedDict's would mark them again)
+            view = dict.keys(state)
+            present = [k for k in keys if k in view]
+            items = list(zip(present, map(dict.__getitem__, repeat(state, len(present)), present)))
+            deleted = list(keys.difference(present)) if len(present) < len(keys) else []
             self.since_base[b] = self.since_base.get(b, 0) + len(keys)
         pending = self._pending_of(b)
         self._seq += 1
