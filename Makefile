@@ -22,7 +22,7 @@ build: $(STAMP)
 	$(PY) setup.py -q build_ext --inplace
 
 test: build
-	$(PY) -c "import timely.progress as p, timely.hashing as h, timely.megaphone.bins as b, timely.dataflow.exchange as x, timely.communication.codec as c; assert p.implementation() == h.IMPLEMENTATION == b.IMPLEMENTATION == x.IMPLEMENTATION == c.IMPLEMENTATION == 'cython', 'Cython twins did not build'"
+	$(PY) -c "import timely.progress as p, timely.hashing as h, timely.megaphone.bins as b, timely.dataflow.exchange as x, timely.communication.codec as c, timely.checkpoint.tracked as t; assert p.implementation() == h.IMPLEMENTATION == b.IMPLEMENTATION == x.IMPLEMENTATION == c.IMPLEMENTATION == t.IMPLEMENTATION == 'cython', 'Cython twins did not build'"
 	$(PY) -m pytest
 
 bench: build
@@ -42,4 +42,4 @@ demos: build
 	$(PY) examples/wcc.py -w 2 --vertices 2000 --edges 1500 --epochs 5
 
 clean:
-	rm -rf build *.egg-info pyx/*.c timely/*.so timely/progress/*.so timely/megaphone/*.so timely/dataflow/*.so timely/communication/*.so
+	rm -rf build *.egg-info pyx/*.c timely/*.so timely/checkpoint/*.so timely/progress/*.so timely/megaphone/*.so timely/dataflow/*.so timely/communication/*.so

@@ -10,8 +10,9 @@ A test module may set ``TWIN_NEEDS = ("ChangeBatch",)`` (say) to fail only when 
 it actually uses is missing; the default is all three. Megaphone's hash twins come the
 same way (fixtures ``bins_twin`` and ``compiled_bins``, ``TWIN_NEEDS = ("bins",)``), and
 so does the ``Exchange`` partition (fixtures ``exchange_twin`` and ``compiled_exchange``,
-``TWIN_NEEDS = ("exchange",)``), and the wire codec (fixtures ``codec_twin`` and
-``compiled_codec``, ``TWIN_NEEDS = ("codec",)``).
+``TWIN_NEEDS = ("exchange",)``), the wire codec (fixtures ``codec_twin`` and
+``compiled_codec``, ``TWIN_NEEDS = ("codec",)``), and checkpoints' ``TrackedDict``
+(fixture ``tracked_twin``, ``TWIN_NEEDS = ("tracked",)``).
 
 Hypothesis: profile "ci" (the default) and "nightly" (many more cases), selected by
 ``HYPOTHESIS_PROFILE``; both derandomized with no example database, so a CI run is
@@ -111,7 +112,14 @@ def _load_codec_twin(name: str) -> SimpleNamespace:
                              {"packb": codec.py_packb, "Decoder": codec.PyDecoder})
 
 
+def _load_tracked_twin(name: str) -> SimpleNamespace:
+    """Checkpoints' ``TrackedDict`` of twin ``name``."""
+    from timely.checkpoint import tracked
+    return _load_module_twin(name, "tracked", "timely.checkpoint._ctracked", {"TrackedDict": tracked.PyTrackedDict})
+
+
 _BINS_TWINS = {name: _load_bins_twin(name) for name in ("python", "cython")}
+_TRACKED_TWINS = {name: _load_tracked_twin(name) for name in ("python", "cython")}
 _EXCHANGE_TWINS = {name: _load_exchange_twin(name) for name in ("python", "cython")}
 _CODEC_TWINS = {name: _load_codec_twin(name) for name in ("python", "cython")}
 
@@ -138,7 +146,8 @@ def _uses_cython(item) -> bool:
     callspec = getattr(item, "callspec", None)
     if callspec is not None and "cython" in (callspec.params.get("twin"), callspec.params.get("bins_twin"),
                                              callspec.params.get("exchange_twin"),
-                                             callspec.params.get("codec_twin")):
+                                             callspec.params.get("codec_twin"),
+                                             callspec.params.get("tracked_twin")):
         return True
     return bool({"both_twins", "compiled_bins", "compiled_exchange", "compiled_codec"}
                 & set(getattr(item, "fixturenames", ())))
@@ -214,6 +223,12 @@ def codec_twin(request) -> SimpleNamespace:
 def compiled_codec() -> SimpleNamespace:
     """The compiled twin of the wire codec, to compare with the pure one (the library)."""
     return _CODEC_TWINS["cython"]
+
+
+@pytest.fixture(scope="session", params=["python", "cython"])
+def tracked_twin(request) -> SimpleNamespace:
+    """``TrackedDict`` of one twin (``tracked_twin.name``)."""
+    return _TRACKED_TWINS[request.param]
 
 
 @pytest.fixture(scope="session")

@@ -101,14 +101,14 @@ def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(interval, st
             assert fold_bin(mine, boundary, f"bin {b}")[0] == expected, (boundary, b)
 
 
-def test_tracked_dict_marks_what_a_logic_may_change():
-    d = TrackedDict({"a": [1], "b": 2, "c": 3})
+def test_tracked_dict_marks_what_a_logic_may_change(tracked_twin):
+    d = tracked_twin.TrackedDict({"a": [1], "b": 2, "c": 3})
     d.get("a").append(9)          # read, then mutated in place
     d["x"] = 1
     del d["b"]
     d.setdefault("y", []).append(1)
     d.pop("zz", None)
-    assert "c" in d and len(d) == 4
+    assert "c" in d and len(d) == 4 and d.get("nope") is None
     assert d.take_changed() == {"a", "x", "b", "y", "zz"}
     for _ in d:                   # keys only: nothing changes
         pass
@@ -117,7 +117,66 @@ def test_tracked_dict_marks_what_a_logic_may_change():
         pass
     assert d.take_changed() is None
     d.update(q=1)
-    assert d.take_changed() == {"q"}
+    d |= {"r": 2}
+    assert d.take_changed() == {"q", "r"}
+    assert type(d.copy()) is dict and d.copy() == {"a": [1, 9], "c": 3, "x": 1, "y": [1], "q": 1, "r": 2}
+    import msgpack
+    assert msgpack.unpackb(msgpack.packb(d), strict_map_key=False) == d.copy()   # crosses the wire as a dict
+
+
+_OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "get", "getitem", "setdefault", "pop", "popitem",
+                                           "update", "items", "keys", "clear", "take"]),
+                          st.integers(0, 5), st.integers(0, 9)), max_size=40)
+
+
+@settings(max_examples=300)
+@given(_OPS)
+def test_tracked_dict_twins_agree(ops):
+    """Both twins give the same answers, hold the same items and mark the same keys
+    after any operations, and every key whose value changed is marked (or the bin is)."""
+    from timely.checkpoint import tracked
+    twins = [tracked.PyTrackedDict(), tracked.TrackedDict()]
+    plain: dict = {}
+    since: set = set()               # keys changed since the last take_changed
+    for op, k, v in ops:
+        outcomes = []
+        for d in twins:
+            try:
+                if op == "set":
+                    d[k] = v
+                elif op == "del":
+                    del d[k]
+                elif op == "get":
+                    outcomes.append(d.get(k))
+                elif op == "getitem":
+                    outcomes.append(d[k])
+                elif op == "setdefault":
+                    outcomes.append(d.setdefault(k, v))
+                elif op == "pop":
+                    outcomes.append(d.pop(k, None))
+                elif op == "popitem":
+                    outcomes.append(d.popitem())
+                elif op == "update":
+                    d.update({k: v, k + 1: v})
+                elif op == "items":
+                    outcomes.append(sorted(d.items()))
+                elif op == "keys":
+                    outcomes.append(sorted(d))
+                elif op == "clear":
+                    d.clear()
+                else:
+                    outcomes.append(d.take_changed())
+            except KeyError:
+                outcomes.append("KeyError")
+        half = len(outcomes) // 2
+        assert outcomes[:half] == outcomes[half:], (op, outcomes)
+        assert twins[0].copy() == twins[1].copy()
+        assert twins[0].changed == twins[1].changed
+        before, plain = plain, twins[1].copy()
+        since = set() if op == "take" else since | {key for key in set(before) | set(plain)
+                                                    if before.get(key, "-") != plain.get(key, "-")}
+        marked = twins[1].changed
+        assert marked is None or since <= marked
 
 
 # ---- whole jobs, stopped and started again -------------------------------------------

@@ -10,7 +10,8 @@ import importlib
 import pytest
 
 MODULES = ["timely.progress._cchange_batch", "timely.progress._cantichain", "timely.progress._creachability",
-           "timely._chash", "timely.megaphone._cbins", "timely.dataflow._cexchange", "timely.communication._ccodec"]
+           "timely._chash", "timely.megaphone._cbins", "timely.dataflow._cexchange", "timely.communication._ccodec",
+           "timely.checkpoint._ctracked"]
 
 
 @pytest.mark.parametrize("name", MODULES)

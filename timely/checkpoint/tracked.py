@@ -10,8 +10,10 @@ may be mutated in place, so a read counts as a possible change. Reading through
 ``len`` and ``in`` mark nothing. Values must be changed through the dict (or be read
 from it in the same epoch): a reference kept elsewhere and mutated later is not seen.
 
-Costs: a tracked access is the dict operation plus one set insertion, in Python (about
-0.1 us); untracked ones cost what a dict's cost.
+Costs: a tracked access is the dict operation plus one set insertion: about 0.1 us in
+the pure twin, a few tens of ns in the compiled one (``timely.checkpoint._ctracked``,
+used when built; ``TIMELY_PURE_PYTHON=1`` forces the pure twin, ``PyTrackedDict`` is
+always it); untracked ones cost what a dict's cost.
 
 >>> d = TrackedDict({"a": 1, "b": [2]})
 >>> d["c"] = 3; d.get("b").append(4); "a" in d
@@ -24,6 +26,8 @@ True
 from __future__ import annotations
 
 from typing import Any, Optional
+
+from .._twin import compiled
 
 _MISSING = object()
 
@@ -109,3 +113,12 @@ class TrackedDict(dict):
 
     def __reduce__(self) -> tuple:
         return (dict, (dict(dict.items(self)),))
+
+
+# The pure twin stays importable as ``PyTrackedDict``; the compiled one replaces the
+# public name when it is built (see timely._twin).
+PyTrackedDict = TrackedDict
+_compiled = compiled("timely.checkpoint._ctracked")
+IMPLEMENTATION = "python" if _compiled is None else "cython"
+if _compiled is not None:
+    TrackedDict = _compiled.TrackedDict  # type: ignore[misc]
