@@ -114,3 +114,12 @@ def style(ax, *, xlabel: str | None = None, ylabel: str | None = None, title: st
         ax.grid(True, which=grid, alpha=0.3)
     if legend:
         ax.legend(**(legend if isinstance(legend, dict) else {}))
+
+
+def conclude(problems: list[str], seconds: float) -> None:
+    """A benchmark's last word, once its report is written: the first line of every failed
+    check and exit status 1, or ``all checks passed (SECONDS s)``."""
+    if problems:
+        print("FAILED CHECKS:\n  " + "\n  ".join(p.splitlines()[0] for p in problems))
+        raise SystemExit(1)
+    print(f"all checks passed ({seconds} s)")
