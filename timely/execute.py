@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 from .communication.cluster import execute_cluster
 from .communication.kafka import KafkaProgress, progress_prefix
 from .communication.thread import ProcessHub
+from .checkpoint.registry import Registry
 from .config import Config
 from .worker import Worker, WorkerAborted
 
@@ -24,6 +25,7 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
     if config.cluster:
         return execute_cluster(config, build)
     hub = ProcessHub(config.workers)
+    hub.checkpoints = Registry(hub.agree)
     abort = hub.abort
     results: list[Any] = [None] * config.workers
     errors: list[BaseException] = []

@@ -49,6 +49,7 @@ from .tracked import TrackedDict
 
 #: keys per entry record: a large bin is cut into parts (Kafka caps a record's size)
 PART_KEYS = 4096
+_GONE = object()         # what dict.get answers for a key the bin no longer holds
 #: the time of the final crossing, once the operator's input is exhausted
 END = float("inf")
 #: a bin is written whole once its deltas since its last base name this many times its
@@ -190,13 +191,12 @@ class BinLog:
             items, deleted, kind = list(dict.items(state)), [], "base"
             self.since_base[b] = 0
         else:
-            # the keys still there and their values, and those deleted: O(keys changed)
-            # (``keys & view`` would walk the whole bin), through dict's own methods (a
-            # TrackedDict's would mark them again)
-            view = dict.keys(state)
-            present = [k for k in keys if k in view]
-            items = list(zip(present, map(dict.__getitem__, repeat(state, len(present)), present)))
-            deleted = list(keys.difference(present)) if len(present) < len(keys) else []
+            # the keys still there with their values, and those deleted: one lookup per key
+            # changed (``keys & state.keys()`` would walk the whole bin), through dict's
+            # own ``get`` (a TrackedDict's would mark them again)
+            values = list(map(dict.get, repeat(state, len(keys)), keys, repeat(_GONE, len(keys))))
+            items = [(k, v) for k, v in zip(keys, values) if v is not _GONE]
+            deleted = [k for k, v in zip(keys, values) if v is _GONE] if len(items) < len(keys) else []
             self.since_base[b] = self.since_base.get(b, 0) + len(keys)
         pending = self._pending_of(b)
         self._seq += 1

@@ -48,6 +48,8 @@ from typing import Any, Iterable, Optional
 
 import msgpack
 
+from ..communication.codec import packb
+
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be written or restored; the message names what and where."""
@@ -127,8 +129,9 @@ def _unwire(t: tuple) -> Any:
 
 
 def encode(record: Any) -> bytes:
-    """The record's bytes: msgpack, then its CRC-32 (4 bytes, big-endian)."""
-    body = msgpack.packb(_wire(record), use_bin_type=True)
+    """The record's bytes: msgpack (the wire codec's: compiled when built), then its
+    CRC-32 (4 bytes, big-endian)."""
+    body = packb(_wire(record))
     return body + zlib.crc32(body).to_bytes(4, "big")
 
 

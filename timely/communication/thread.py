@@ -17,8 +17,6 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
-from ..checkpoint.registry import Registry
-
 
 class LocalPusher:
     """Push to this worker's own queue: an event, but no wake-up."""
@@ -91,15 +89,17 @@ class ProcessHub:
         self.abort = threading.Event()
         self.error: BaseException | None = None
         self.kafka = None           # KafkaProgress, in Kafka progress mode
-        #: checkpoint stores and the incarnation the workers agree on (timely.checkpoint)
-        self.checkpoints = Registry(self.agree)
+        #: checkpoint stores and the incarnation the workers agree on (a
+        #: timely.checkpoint.registry.Registry, set by whoever starts the workers)
+        self.checkpoints: Any = None
 
     def close_clients(self) -> None:
         """Close what this process opened outside the dataflows: the Kafka progress
         transport and the checkpoint stores (each flushes what it still holds, bounded)."""
         if self.kafka is not None:
             self.kafka.close()
-        self.checkpoints.close()
+        if self.checkpoints is not None:
+            self.checkpoints.close()
 
     def agree(self, key: str, decide: Callable[[], Any]) -> Any:
         """One value for ``key`` for every worker of the computation: decided here, once

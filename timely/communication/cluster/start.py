@@ -26,6 +26,7 @@ import logging
 import uuid
 from typing import Any, Callable
 
+from ...checkpoint.registry import Registry
 from ...worker import Worker, WorkerAborted
 from ..errors import ClusterError, Terminated
 from ..kafka import KafkaProgress, progress_prefix
@@ -62,6 +63,7 @@ def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
     joining = config.join is not None
     processes = config.process + 1 if joining else config.processes
     hub = ClusterHub(config, secret, processes, config.processes, joining)
+    hub.checkpoints = Registry(hub.agree)
     hub.listen()
     _leave_on_sigterm(hub)          # from the start: a SIGTERM while connecting stops it too
     try:
