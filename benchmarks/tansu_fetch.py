@@ -20,7 +20,6 @@ and the ratios last / first. Plot: latency and broker CPU against records in the
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 

@@ -23,7 +23,6 @@ import timely
 from timely.checkpoint.binlog import BinLog
 from timely.checkpoint.records import (CheckpointCorrupt, CheckpointError, CheckpointMissing, Entry,
                                        decode, fold_bin)
-from timely.checkpoint.tracked import TrackedDict
 
 
 # ---- BinLog against a model ----------------------------------------------------------

@@ -17,7 +17,6 @@ import sys
 import time
 
 import networkx as nx
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))

@@ -19,7 +19,6 @@ import os
 import sys
 import uuid
 
-import orjson
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -209,7 +209,7 @@ def crash(cluster: LocalCluster, processes: int, report: Report, say) -> None:
     report.killed_at = time.monotonic()
     cluster.kill(victim, signal.SIGKILL)
     victim.wait(10)
-    say(f"cluster: process 1 SIGKILLed; the others roll back to their last checkpoint")
+    say("cluster: process 1 SIGKILLed; the others roll back to their last checkpoint")
     survivor = cluster.processes[0]
     deadline = time.monotonic() + 60
     while not any("rebuilt dataflows" in line for _, line in survivor.lines):

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
 from .records import CheckpointError, Entry, Incarnation, RestorePoint, restore_point
-from .store import Contents, DirStore, Store
+from .store import DirStore, Store
 
 
 @contextmanager

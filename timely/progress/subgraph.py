@@ -28,7 +28,7 @@ proportional to the number of pointstamps held.
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from . import ChangeBatch, MutableAntichain
 from .location import Location, Source, Target

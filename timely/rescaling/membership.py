@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ..communication.codec import CONTROL
 from ..communication.errors import ClusterError, Terminated
 from .messages import RescaleMessage
+from .rollback import Rollbacks
 
 if TYPE_CHECKING:
     from ..communication.cluster.connection import Connection
@@ -59,18 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("timely.cluster")
 
 
-def quorum(alive: set, life: set) -> bool:
-    """Whether the processes ``alive`` may roll back and go on without the rest of
-    ``life``: more than half of them, or half with the lowest (so two halves of a cut
-    network never both go on).
-
-    >>> quorum({0, 2}, {0, 1, 2}), quorum({1}, {0, 1}), quorum({0}, {0, 1}), quorum({1}, {0, 1, 2})
-    (True, False, True, False)
-    """
-    return 2 * len(alive) > len(life) or (2 * len(alive) == len(life) and min(life) in alive)
-
-
-class Membership:
+class Membership(Rollbacks):
     """Who is in the cluster, for one process, and its side of the join/leave protocol."""
 
     def __init__(self, hub: ClusterHub, lock: Any) -> None:
@@ -290,162 +280,6 @@ class Membership:
         else:
             return False
         return True
-
-    def current_round(self) -> tuple[int, Optional[list]]:
-        """The rollbacks so far and the workers they left (None: none yet)."""
-        with self._lock:
-            round_, workers = self.agreed.get("round", (0, None))
-            return round_, None if workers is None else list(workers)
-
-    # ---- crashes ------------------------------------------------------------------------
-    def live(self) -> list[int]:
-        """The processes of the cluster now, this one included, but joiners that have not
-        finished joining and the dead."""
-        hub = self.hub
-        with self._lock:
-            return sorted(({p for p, c in hub.connections.items() if not c.joining} | {hub.process})
-                          - self.dead)
-
-    def crashed(self, process: int, why: str) -> None:
-        """Member ``process`` died without leaving (``why`` names it and how it was
-        noticed). The survivors roll back to their last checkpoint and go on without it:
-        every local worker drops its dataflows (a worker that cannot roll back stops the
-        process with ``why``: fail-stop), then the coordinator agrees the restart with
-        every survivor. A joiner that had not finished joining is dropped: it starts again."""
-        hub = self.hub
-        if not self.workers_ready.is_set():       # still starting: nothing to roll back
-            hub.fail(ClusterError(why))
-            return
-        with self._lock:
-            if process in self.dead or hub.stopping:
-                return
-            self.dead.add(process)
-            alive = self.life - self.dead
-            if not quorum(alive, self.life):
-                minority = (f"{why}; only processes {sorted(alive)} of {sorted(self.life)} are left "
-                            f"here, too few to tell a crash from a partition of the network, so this "
-                            f"process stops (the others may go on); restart it to join them again")
-            else:
-                minority = None
-        if minority is not None:
-            hub.fail(ClusterError(minority))
-            return
-        with self._lock:
-            self.recovering = True
-            self._suspended = 0
-            joiners = [c for c in hub.connections.values() if c.joining]
-            for conn in joiners:
-                hub.forget(conn)
-        log.error("process %d: %s; the survivors roll back to their last checkpoint and go on "
-                  "without it", hub.process, why)
-        for conn in joiners:
-            log.warning("process %d: joining process %d is dropped by the crash: it must join again",
-                        hub.process, conn.process)
-            conn.close()
-        first = process * hub.workers_per_process
-        self._post(RescaleMessage("crash", process, first, first + hub.workers_per_process - 1, payload=why))
-
-    def suspended_locally(self) -> None:
-        """A local worker dropped its dataflows after a crash; once every one has, this
-        process tells the coordinator it is ready to roll back."""
-        hub = self.hub
-        with self._lock:
-            self._suspended += 1
-            ready = self._suspended + self._finished >= hub.workers and self.recovering
-            dead = sorted(self.dead)
-        if ready:
-            self._tell_ready(dead)
-
-    def worker_finished(self, worker: int) -> None:
-        """A local worker's dataflows are all complete: it takes no part in a rollback
-        (said once per worker, however often its program calls ``run``)."""
-        with self._lock:
-            if worker in self._finished_workers:
-                return
-            self._finished_workers.add(worker)
-            self._finished += 1
-            ready = self.recovering and self._suspended + self._finished >= self.hub.workers
-            dead = sorted(self.dead)
-        if ready:
-            self._tell_ready(dead)
-
-    def _tell_ready(self, dead: list) -> None:
-        hub = self.hub
-        round_ = self.round
-        coordinator = self.coordinator()
-        if coordinator == hub.process:
-            self._ready_from(hub.process, round_, dead)
-        else:
-            conn = hub.connections.get(coordinator)
-            if conn is not None:
-                conn.send_frame(CONTROL, -1, 0, 0, 0, ("recover-ready", hub.process, round_, dead))
-
-    def _ready_from(self, process: int, round_: int, dead: list) -> None:
-        """(On the coordinator.) ``process``, in the life after rollback ``round_``, dropped
-        its dataflows knowing ``dead`` died; once every survivor is ready with the same
-        knowledge, decide the rollback. Word from an earlier life is stale."""
-        with self._lock:
-            if round_ != self.round:
-                return
-            self._ready[process] = tuple(dead)       # kept if it comes before we noticed
-            if not self.recovering:
-                return
-            mine = tuple(sorted(self.dead))
-            complete = all(self._ready.get(p) == mine for p in self.live())
-        if complete:
-            self._rollback(mine)
-
-    def _rollback(self, dead: tuple) -> None:
-        """(On the coordinator.) Where the survivors start again: for every checkpointed
-        dataflow a new incarnation from its last complete checkpoint, the workers that
-        remain, and a new round; every survivor hears it (``"rollback"``)."""
-        hub = self.hub
-        with self._lock:
-            round_ = self.round + 1
-            live = self.live()
-        wpp = hub.workers_per_process
-        workers = [w for p in live for w in range(p * wpp, p * wpp + wpp)]
-        decisions = hub.checkpoints.redecide(workers)
-        payload = (round_, list(dead), workers, decisions)
-        log.info("process %d: rollback %d: processes %s go on, from %s", hub.process, round_, live,
-                 {ns: d[1] for ns, d in decisions.items()})
-        with self._lock:
-            conns = list(hub.connections.values())
-        for conn in conns:
-            conn.send_frame(CONTROL, -1, 0, 0, 0, ("rollback",) + payload)
-        self._apply_rollback(payload)
-
-    def _apply_rollback(self, payload: tuple) -> None:
-        """Every survivor: adopt the rollback; a leave under way is called off (it is
-        asked again); then every local worker rebuilds its dataflows."""
-        round_, dead, workers, decisions = payload
-        hub = self.hub
-        with self._agreement:
-            self.round = round_
-            self.dead |= set(dead)
-            self.life = {w // hub.workers_per_process for w in workers}
-            self.recovering = False
-            # whoever the coordinator left out (a joiner it dropped, that finished joining
-            # here) is expelled: every survivor goes on with the same processes
-            outsiders = [c for p, c in hub.connections.items() if p not in self.life]
-            for conn in outsiders:
-                hub.forget(conn)
-            self._ready = {}
-            self.leaving.clear()
-            if self.leave_started:
-                self.leave_started = False
-                self.leave_requested = True
-                self.leave_applied = self.quiesced = 0
-                self.quiesce_sent = False
-            for key, value in hub.checkpoints.install(decisions).items():
-                self.agreed[key] = value
-            self.agreed["round"] = (round_, workers)
-        for conn in outsiders:
-            log.warning("process %d: process %d is not in the rollback's cluster: it is expelled "
-                        "(it must join again)", hub.process, conn.process)
-            conn.close()
-        hub.restart_progress(round_, workers)
-        self._post(RescaleMessage("rollback", -1, 0, 0, payload=(round_, workers)))
 
     # ---- the end of a connection ---------------------------------------------------------
     def connection_lost(self, conn: Connection, why: str) -> None:
