@@ -9,10 +9,12 @@ its later results (running totals included) are exactly those of a run that neve
 stopped, for ``state_machine`` and ``stateful_unary`` (notifications pending across the
 restart), with another number of workers, and with a checkpoint interval; (d) a corrupt
 record, a missing bin and a program whose stateful operators changed are refused with
-an error that names them, never restored silently.
+an error that names them, never restored silently; (e) both twins of a delta's
+``delta_items`` give the same entries.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import pytest
@@ -44,16 +46,37 @@ class _Writer:
         return True
 
 
+def _delta_twin(name: str):
+    """``delta_items`` of twin ``name`` (the compiled one must be built)."""
+    from timely.checkpoint import binlog
+    if name == "python":
+        return binlog.py_delta_items
+    if os.environ.get("TIMELY_NO_CYTHON") == "1":
+        pytest.skip("TIMELY_NO_CYTHON=1: the compiled delta_items is not built")
+    from timely.checkpoint import _cbinlog
+    return _cbinlog.delta_items
+
+
+@pytest.mark.parametrize("delta_twin", ["python", "cython"])
 @settings(max_examples=300)
 @given(st.integers(1, 3), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1),
                                              st.sampled_from(["put", "del", "cross", "move"]),
                                              st.integers(0, 3), st.integers(0, 9)), max_size=80))
-def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(interval, steps):
+def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(delta_twin, interval, steps):
     """Two workers' BinLogs, one store. Time only grows; a step makes worker w apply a
     record at time t to a bin it holds (put or delete a key), cross at t, or ship one
     of its bins to the other worker at t. At every boundary both workers crossed,
     ``fold_bin`` of every bin's entries must equal the bin as of then: the fold of every
-    record before the boundary."""
+    record before the boundary. Run with each twin of the delta's ``delta_items``."""
+    from timely.checkpoint import binlog
+    chosen, binlog.delta_items = binlog.delta_items, _delta_twin(delta_twin)
+    try:
+        _binlog_model_run(interval, steps)
+    finally:
+        binlog.delta_items = chosen
+
+
+def _binlog_model_run(interval: int, steps: list) -> None:
     writer = _Writer()
     held = [{0: _Bin(), 2: _Bin()}, {1: _Bin(), 3: _Bin()}]
     logs = [BinLog("op", held[w], interval, writer, "i", w, 0) for w in (0, 1)]
@@ -98,6 +121,29 @@ def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(interval, st
                         expected[key] = value
             mine = [e for e in entries if e.bin == b]
             assert fold_bin(mine, boundary, f"bin {b}")[0] == expected, (boundary, b)
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.integers(0, 20), st.integers()), st.lists(st.integers(0, 25), max_size=30),
+       st.booleans())
+def test_delta_items_twins_agree(state, keys, tracked):
+    """Both twins of ``delta_items`` give the items still held and the keys deleted, in
+    the order asked, and read a TrackedDict without marking anything."""
+    from timely.checkpoint import tracked as tracked_mod
+    expected = ([(k, state[k]) for k in keys if k in state], [k for k in keys if k not in state])
+    for name in ("python", "cython"):
+        bin_state = tracked_mod.TrackedDict(state) if tracked else dict(state)
+        assert _delta_twin(name)(bin_state, keys) == expected, name
+        if tracked:
+            assert bin_state.take_changed() == set(), name
+
+
+def test_delta_items_refuses_what_is_not_a_bin():
+    for name in ("python", "cython"):
+        with pytest.raises(TypeError):
+            _delta_twin(name)([1, 2], [1])
+        with pytest.raises(TypeError):              # an unhashable key is the caller's bug
+            _delta_twin(name)({}, [[1]])
 
 
 def test_tracked_dict_marks_what_a_logic_may_change(tracked_twin):

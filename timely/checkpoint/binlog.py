@@ -44,6 +44,7 @@ from collections import deque
 from itertools import repeat
 from typing import Any, Optional
 
+from .._twin import compiled
 from .records import Entry
 from .tracked import TrackedDict
 
@@ -56,6 +57,29 @@ END = float("inf")
 #: keys: a restore reads at most about 1 + BASE_AFTER times the state, and a checkpoint
 #: writes about 1 + 1 / BASE_AFTER times the keys that changed
 BASE_AFTER = 2
+
+
+def delta_items(state: dict, keys: Any) -> tuple[list, list]:
+    """``(items, deleted)``: ``(key, value)`` for each of ``keys`` ``state`` still holds, and
+    the keys it does not, in the order of ``keys``; one lookup per key (``keys &
+    state.keys()`` would walk the whole bin), through dict's own ``get`` (a TrackedDict's
+    would mark them again). The compiled twin (``timely.checkpoint._cbinlog``) replaces
+    this name when built; ``py_delta_items`` is always this one.
+
+    >>> delta_items({"a": 1, "b": 2}, ["b", "gone"])
+    ([('b', 2)], ['gone'])
+    """
+    values = list(map(dict.get, repeat(state, len(keys)), keys, repeat(_GONE, len(keys))))
+    items = [(k, v) for k, v in zip(keys, values) if v is not _GONE]
+    deleted = [k for k, v in zip(keys, values) if v is _GONE] if len(items) < len(keys) else []
+    return items, deleted
+
+
+py_delta_items = delta_items
+_compiled = compiled("timely.checkpoint._cbinlog")
+IMPLEMENTATION = "python" if _compiled is None else "cython"
+if _compiled is not None:
+    delta_items = _compiled.delta_items  # noqa: F811 - the compiled twin
 
 
 class BinLog:
@@ -191,12 +215,7 @@ class BinLog:
             items, deleted, kind = list(dict.items(state)), [], "base"
             self.since_base[b] = 0
         else:
-            # the keys still there with their values, and those deleted: one lookup per key
-            # changed (``keys & state.keys()`` would walk the whole bin), through dict's
-            # own ``get`` (a TrackedDict's would mark them again)
-            values = list(map(dict.get, repeat(state, len(keys)), keys, repeat(_GONE, len(keys))))
-            items = [(k, v) for k, v in zip(keys, values) if v is not _GONE]
-            deleted = [k for k, v in zip(keys, values) if v is _GONE] if len(items) < len(keys) else []
+            items, deleted = delta_items(state, keys)
             self.since_base[b] = self.since_base.get(b, 0) + len(keys)
         pending = self._pending_of(b)
         self._seq += 1
