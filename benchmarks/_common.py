@@ -31,6 +31,13 @@ def parse_args(name: str, description: str, extra: Callable[[argparse.ArgumentPa
     return parser.parse_args()
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def best_of(fn: Callable[[], Any], repeat: int) -> float:
     """The fastest of ``repeat`` wall-clock timings of ``fn()``, in seconds."""
     best = float("inf")

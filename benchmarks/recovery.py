@@ -19,6 +19,9 @@ distinct keys (the state), every later epoch changes K distinct keys drawn at ra
    Throughput = every event (the load's included) / (the first step -> the slower
    worker's probe on the sink's durable stream passing the last epoch). Median of
    ``--repeats`` runs (3; quick 1), on and off alternating. Goal: on/off >= 0.90.
+   Also the CPU seconds of the job's processes and of the broker in each run: the job
+   is CPU-bound on 2 cores, so on/off follows the CPU off/on, and the broker's added
+   CPU alone bounds on/off (``overhead_bound_by_broker_cpu``).
 2. Checkpoint cost, from the BinLog's instruments each worker prints at the end (per
    crossing: seconds encoding + handing over, keys, bytes, seconds until durable), over
    the steady epochs (labels 2..E, the deltas of epochs 1..E-1; the load's full write at
@@ -63,6 +66,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import statistics
 import sys
@@ -73,7 +77,7 @@ from typing import Optional
 
 import msgpack
 import numpy as np
-from _common import ROOT, conclude, figure, parse_args, percentiles, style, table, write_report
+from _common import ROOT, conclude, cpu_seconds, figure, parse_args, percentiles, style, table, write_report
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.join(ROOT, "examples", "pipeline"))
@@ -304,6 +308,8 @@ def run_unthrottled(workload: Workload, checkpoint: str, processes: int = 2, tim
         write_s = time.perf_counter() - t
         extra = job_args(brokers, names, workload.epochs, checkpoint)
         with LocalCluster(JOB, slots=processes, extra=extra) as cluster:
+            # CPU of the job's processes (children, counted once reaped) and of the broker
+            children0, broker0 = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds(broker.proc.pid)
             started = time.time()
             cluster.start(processes)
             try:
@@ -311,6 +317,8 @@ def run_unthrottled(workload: Workload, checkpoint: str, processes: int = 2, tim
             except Exception as exc:  # noqa: BLE001 - a hung run
                 raise RunFailed(f"{what}: no exit within {timeout:g} s ({exc}):\n{excerpt(cluster.interleaved())}")
             ended = time.time()
+            children1, broker_cpu = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds(broker.proc.pid) - broker0
+            job_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
             log = cluster.interleaved()
             workers = results_of(cluster)
         if any(codes) or len(workers) != processes:
@@ -327,7 +335,8 @@ def run_unthrottled(workload: Workload, checkpoint: str, processes: int = 2, tim
             "epochs": workload.epochs, "processes": processes, "write_s": write_s, "start_s": first - started,
             "run_s": run_s, "events": workload.events(0, workload.epochs),
             "events_per_s": workload.events(0, workload.epochs) / run_s, "job_s": ended - started,
-            "encode_s": encode_seconds(workers), "workers": workers, "problems": problems}
+            "encode_s": encode_seconds(workers), "job_cpu_s": job_cpu, "broker_cpu_s": broker_cpu,
+            "workers": workers, "problems": problems}
 
 
 def run_paced(workload: Workload, rate: float, kill_epoch: Optional[int] = None, processes: int = 2,
@@ -598,16 +607,33 @@ def part_overhead(cfg, bar, problems, failed) -> list[dict]:
                         "on_run_s": median([r["run_s"] for r in runs["kafka"]]),
                         "off_run_s": median([r["run_s"] for r in runs["off"]]),
                         "on_encode_s_per_worker": median([max(r["encode_s"]) for r in runs["kafka"]]),
+                        **{f"{side}_{what}_cpu_s": median([r[f"{what}_cpu_s"] for r in runs[mode]])
+                           for side, mode in (("on", "kafka"), ("off", "off")) for what in ("job", "broker")},
                         "on_checkpoints": checkpoint_costs(runs["kafka"][0]["workers"]) if runs["kafka"] else None})
     rows = [[f"{o['keys']:,}", f"{o['changed']:,}", o["events_per_key"], o["epochs"] - 1, f"{o['events']:,}",
              fmt(o["off_events_per_s"], ",.0f"), fmt(o["on_events_per_s"], ",.0f"), fmt(o["ratio"], ".3f"),
              fmt(None if o["on_run_s"] is None or o["off_run_s"] is None else o["on_run_s"] - o["off_run_s"]),
-             fmt(o["on_encode_s_per_worker"])] for o in out]
+             fmt(o["on_encode_s_per_worker"]), fmt(o["off_job_cpu_s"]), fmt(o["on_job_cpu_s"]),
+             fmt(o["off_broker_cpu_s"]), fmt(o["on_broker_cpu_s"])] for o in out]
     tqdm.write("\n1. overhead: 2 processes, unthrottled, checkpoints every epoch (on) vs --checkpoint off; "
                "events/s over the whole run (the load epoch included), median of the runs")
     tqdm.write(table(rows, ["keys", "changed/epoch", "events/key", "epochs", "events", "off events/s",
-                            "on events/s", "on/off", "on-off s", "encode s/worker"]))
+                            "on events/s", "on/off", "on-off s", "encode s/worker", "job cpu s off",
+                            "on", "broker cpu s off", "on"]))
     return out
+
+
+def cpu_ratio(o: dict) -> Optional[float]:
+    """CPU seconds (job + broker) with checkpoints off over on."""
+    parts = [o[f"{side}_{what}_cpu_s"] for side in ("off", "on") for what in ("job", "broker")]
+    return None if None in parts else (parts[0] + parts[1]) / (parts[2] + parts[3])
+
+
+def broker_bound(o: dict) -> Optional[float]:
+    """on/off if checkpointing cost the workers nothing and only the broker's added CPU
+    slowed the run (all CPU-bound)."""
+    parts = [o["off_job_cpu_s"], o["off_broker_cpu_s"], o["on_broker_cpu_s"]]
+    return None if None in parts else (parts[0] + parts[1]) / (parts[0] + parts[2])
 
 
 def cost_row(run, workers) -> dict:
@@ -812,6 +838,17 @@ def main():
                                  for o in overhead},
         "overhead_events_per_s": {f"{o['keys']} keys, {o['changed']} changed x{o['events_per_key']}":
                                   {"on": o["on_events_per_s"], "off": o["off_events_per_s"]} for o in overhead},
+        "overhead_cpu_seconds": {f"{o['keys']} keys, {o['changed']} changed x{o['events_per_key']}":
+                                 {"job_off": o["off_job_cpu_s"], "job_on": o["on_job_cpu_s"],
+                                  "broker_off": o["off_broker_cpu_s"], "broker_on": o["on_broker_cpu_s"]}
+                                 for o in overhead},
+        # the job is CPU-bound on this machine: on/off follows the CPU (job + broker) each
+        # run used, and the broker's added CPU alone bounds on/off even if the workers'
+        # checkpointing cost nothing
+        "overhead_cpu_off_over_on": {f"{o['keys']} keys, {o['changed']} changed x{o['events_per_key']}":
+                                     cpu_ratio(o) for o in overhead},
+        "overhead_bound_by_broker_cpu": {f"{o['keys']} keys, {o['changed']} changed x{o['events_per_key']}":
+                                         broker_bound(o) for o in overhead},
         "overhead_goal_0.90_met": {f"{o['keys']} keys, {o['changed']} changed x{o['events_per_key']}":
                                    o["ratio"] is not None and o["ratio"] >= 0.90 for o in overhead},
         "checkpoint_by_size": {str(k): cost_summary(c) for k, c in sizes.items()},

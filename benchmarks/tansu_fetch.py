@@ -24,19 +24,13 @@ import time
 import uuid
 
 import numpy as np
-from _common import ROOT, figure, parse_args, percentiles, style, table, write_report
+from _common import ROOT, cpu_seconds, figure, parse_args, percentiles, style, table, write_report
 from tqdm import tqdm
 
 from broker import ProgressLog, Subscriber
 from broker.tansu import TansuBroker
 
 WINDOW = 2.0
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run(segment_records: int, rate: float, seconds: float, bar: tqdm, options: dict | None = None) -> dict:
