@@ -28,6 +28,13 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, settings
 
+# The in-process tests look at their workers' objects once ``execute`` returns, and this
+# process holds Kafka clients of its own (fixtures, readers), which a fork cannot carry
+# (librdkafka is not fork-safe): here ``-w`` workers are threads unless a test asks for
+# processes (``tests/test_forked.py``). Processes started by the tests inherit this, and
+# run as clusters (``-n``) anyway.
+os.environ["TIMELY_WORKER_MODE"] = "threads"
+
 from timely import progress
 
 # ---- hypothesis profiles -------------------------------------------------------------
@@ -100,9 +107,10 @@ def _load_bins_twin(name: str) -> SimpleNamespace:
 
 
 def _load_exchange_twin(name: str) -> SimpleNamespace:
-    """The ``Exchange`` partition (``timely.dataflow.exchange.partition``) of twin ``name``."""
+    """The ``Exchange`` partition and route (``timely.dataflow.exchange``) of twin ``name``."""
     from timely.dataflow import exchange
-    return _load_module_twin(name, "exchange", "timely.dataflow._cexchange", {"partition": exchange.py_partition})
+    return _load_module_twin(name, "exchange", "timely.dataflow._cexchange",
+                             {"partition": exchange.py_partition, "route": exchange.py_route})
 
 
 def _load_codec_twin(name: str) -> SimpleNamespace:
@@ -203,13 +211,13 @@ def compiled_bins() -> SimpleNamespace:
 
 @pytest.fixture(scope="session", params=["python", "cython"])
 def exchange_twin(request) -> SimpleNamespace:
-    """``partition`` of one twin (``exchange_twin.name``)."""
+    """``partition`` and ``route`` of one twin (``exchange_twin.name``)."""
     return _EXCHANGE_TWINS[request.param]
 
 
 @pytest.fixture(scope="session")
 def compiled_exchange() -> SimpleNamespace:
-    """The compiled twin of ``partition``, to compare with the pure one."""
+    """The compiled twin of ``partition`` and ``route``, to compare with the pure ones."""
     return _EXCHANGE_TWINS["cython"]
 
 

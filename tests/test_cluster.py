@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import wcc  # noqa: E402
 from clusters import wait_for_line  # noqa: E402
 from timely.launch import LocalCluster  # noqa: E402
-from timely.megaphone.bins import stable_hash64  # noqa: E402
+from timely.dataflow.exchange import py_route  # noqa: E402
 
 HELLO = os.path.join(ROOT, "examples", "hello.py")
 WCC = os.path.join(ROOT, "examples", "wcc.py")
@@ -57,8 +57,8 @@ def test_two_processes_route_like_one_cluster_of_two_workers(mode):
         assert cluster.wait(60) == [0, 0], [p.output() for p in cluster.processes]
         seen = seen_by_worker(cluster)
     assert all_seen(seen) == list(range(10))
-    # the same routing as threads in one process: stable_hash64(x) % 2
-    assert seen == {w: [x for x in range(10) if stable_hash64(x) % 2 == w] for w in (0, 1)}
+    # timely's routing, as threads in one process: an int key x goes to worker x % 2
+    assert seen == {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
 
 
 def run_wcc_cluster(tmp_path, processes, workers, join=None, epochs=6, mode=()):
@@ -106,11 +106,25 @@ def test_join_mid_run_delivers_every_record_exactly_once(mode):
     assert all_seen(seen) == list(range(24)), log
     assert seen.get(2), f"the joiner saw nothing:\n{log}"
     for worker, xs in seen.items():
-        for x in xs:      # routed by stable_hash64 % 2 before the join, % 3 after
-            assert stable_hash64(x) % 2 == worker or stable_hash64(x) % 3 == worker, (worker, x)
-    assert all(stable_hash64(x) % 3 == 2 for x in seen[2])
+        for x in xs:      # routed to x % 2 before the join, x % 3 after
+            assert x % 2 == worker or x % 3 == worker, (worker, x)
+    assert all(x % 3 == 2 for x in seen[2])
     joined_at = min(seen[2])
-    assert all(stable_hash64(x) % 3 == w for w, xs in seen.items() for x in xs if x > joined_at)
+    assert all(x % 3 == w for w, xs in seen.items() for x in xs if x > joined_at)
+
+
+def test_hello_prints_the_seeds_output(mode):
+    # Seed 003 §4.1.1: two processes, a third joins before round 6; afterwards x goes to
+    # worker x % 3, so the joiner sees 8 and worker 0 sees 6 and 9.
+    with hello_cluster(rounds=10, delay=0.0, mode=[*mode, "--wait-join", "6"]) as cluster:
+        cluster.start(2)
+        wait_for_line(cluster.processes[1], r"seen 5$")
+        cluster.join(original=2, bootstrap=0)
+        codes = cluster.wait(60)
+        log = "\n".join(cluster.interleaved())
+        assert codes == [0, 0, 0], log
+        seen = seen_by_worker(cluster)
+    assert seen == {0: [0, 2, 4, 6, 9], 1: [1, 3, 5, 7], 2: [8]}, log
 
 
 def test_two_joins_in_a_row(mode):
@@ -125,7 +139,7 @@ def test_two_joins_in_a_row(mode):
         assert codes == [0, 0, 0, 0], log
         seen = seen_by_worker(cluster)
     assert all_seen(seen) == list(range(36)), log
-    assert seen.get(3) and all(stable_hash64(x) % 4 == 3 for x in seen[3]), log
+    assert seen.get(3) and all(x % 4 == 3 for x in seen[3]), log
 
 
 def test_join_during_iterative_wcc(tmp_path, mode):
@@ -244,6 +258,6 @@ def test_exchange_broadcast_and_reductions_do_not_depend_on_the_cluster_shape():
         # broadcast: every worker sees every broadcast record once
         for row in rows:
             assert row["broadcast"] == one[0]["broadcast"], shape
-        for row in rows:      # exchange: each key lives on exactly the worker it hashes to
+        for row in rows:      # exchange: each key lives on exactly the worker it routes to
             for records in row["exchanged"].values():
-                assert all(stable_hash64(k) % peers == row["worker"] for k, _, _ in records), shape
+                assert all(py_route(k, peers) == row["worker"] for k, _, _ in records), shape

@@ -6,7 +6,9 @@ from every process, and in-process as across processes), so (a) the compiled twi
 for any records and keys (ints big and small, bools, floats, text, bytes, None, nested
 tuples), and raises the same exceptions (bad ``peers``, unsupported keys, a key
 function that raises); (b) in both twins every record lands in exactly one bucket, in
-input order, and its bucket is ``stable_hash64(key) % peers``, Megaphone's hash; (c) a
+input order, and its bucket is timely's route: ``key % peers`` for a non-negative int
+key (``exchange(|x| *x)`` sends 8 to worker 2 of 3), ``stable_hash64(key) % peers``,
+Megaphone's hash, for any other key; (c) a
 dataflow's ``Exchange`` and ``stream.exchange`` route records that way in-process too,
 and ``broadcast`` still reaches every worker once (it routes by index, not by hash).
 
@@ -15,6 +17,7 @@ noticed) unless ``TIMELY_NO_CYTHON=1`` says it was skipped on purpose: then they
 """
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -46,20 +49,37 @@ peers_counts = st.one_of(st.integers(1, 8), st.integers(9, 300))
 batches = st.lists(keys, max_size=60)
 
 
+def expected_route(key, peers):
+    """The contract, written out: an int that is >= 0 (bools and integral floats are
+    the int they equal) is its own route; every other key goes by its stable hash."""
+    if type(key) in (int, bool) and key >= 0:
+        return int(key) % peers
+    if type(key) is float and math.isfinite(key) and key >= 0 and key == math.floor(key):
+        return int(key) % peers
+    return py_stable_hash64(key) % peers
+
+
 def check_partition(buckets, records, keys_of, peers):
-    """Every record in exactly one bucket, at ``stable_hash64(key) % peers``, in order."""
+    """Every record in exactly one bucket, at ``expected_route(key, peers)``, in order."""
     assert type(buckets) is list and len(buckets) == peers
     assert all(type(b) is list for b in buckets)
     # Walk the input: each record must be the next one of its hash's bucket; then
     # every bucket must be used up (nothing placed twice, nothing invented).
     positions = {w: iter(b) for w, b in enumerate(buckets)}
     for record, key in zip(records, keys_of):
-        w = py_stable_hash64(key) % peers if peers > 1 else 0
+        w = expected_route(key, peers) if peers > 1 else 0
         assert next(positions[w]) is record        # the next record of its bucket: order kept
     assert all(next(it, None) is None for it in positions.values())
 
 
 # ---- the twins agree -------------------------------------------------------------------
+@given(keys, peers_counts)
+def test_twins_agree_on_one_route(compiled_exchange, key, peers):
+    assert outcome(compiled_exchange.route, key, peers) == outcome(exchange.py_route, key, peers)
+    if compiled_exchange.route is not exchange.py_route:
+        assert exchange.py_route(key, peers) == expected_route(key, peers)
+
+
 @given(batches, peers_counts)
 def test_twins_agree_records_as_keys(compiled_exchange, records, peers):
     got = compiled_exchange.partition(records, None, peers)
@@ -154,8 +174,12 @@ def test_equal_keys_of_different_types_share_a_bucket(exchange_twin):
 
 def test_known_buckets_never_change(exchange_twin):
     # The cross-process contract: a change here re-routes every key of every dataflow.
-    assert [len(b) for b in exchange_twin.partition(list(range(100)), None, 4)] == [28, 30, 17, 25]
-    words = ["alpha", "beta", "gamma", "delta", b"x", None, (1, "a"), -5, 2**80]
+    # Timely's: an integer key is the route (seed 003's hello: 8 goes to worker 8 % 3).
+    assert exchange_twin.partition(list(range(10)), None, 3) == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+    assert [len(b) for b in exchange_twin.partition(list(range(100)), None, 4)] == [25] * 4
+    assert exchange_twin.partition([2**80, 2.0**70, 7.0, True], None, 5) == [
+        [], [2**80, True], [7.0], [], [2.0**70]]      # beyond 64 bits too: int(key) % peers
+    words = ["alpha", "beta", "gamma", "delta", b"x", None, (1, "a"), -5, 2.5]
     assert exchange_twin.partition(words, None, 3) == [
         [w for w in words if py_stable_hash64(w) % 3 == i] for i in range(3)]
 
@@ -177,7 +201,7 @@ def test_timely_pure_python_forces_the_pure_twin():
 
 # ---- the pact: in-process workers route by the same hash --------------------------------
 @pytest.mark.parametrize("how", ["stream.exchange", "Exchange(None)", "Exchange(key, pinned=True)"])
-def test_in_process_exchange_routes_by_stable_hash64(how):
+def test_in_process_exchange_routes_like_timely(how):
     workers = 3
     words = [f"w{i}" for i in range(50)] + [("t", 1), b"b", 7, -2**70, None, 2.5]
 
@@ -210,7 +234,7 @@ def test_in_process_exchange_routes_by_stable_hash64(how):
     seen = dict(execute_bounded(workers, build))
     assert sorted(map(repr, (r for rs in seen.values() for r in rs))) == sorted(map(repr, words))
     for w, records in seen.items():
-        assert all(py_stable_hash64(r) % workers == w for r in records), (w, records)
+        assert all(expected_route(r, workers) == w for r in records), (w, records)
 
 
 def test_broadcast_reaches_every_worker_once():

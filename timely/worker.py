@@ -42,7 +42,7 @@ class Worker:
         #: the workers when the dataflows were built (a crash leaves holes): bins, source
         #: partitions and sink partitions are spread over them, in this order
         self.initial_workers: list[int] = list(range(allocator.peers))
-        #: the workers Exchange routes to (``stable_hash64 % len``): a joining process is
+        #: the workers Exchange routes to (``route(key, len)``): a joining process is
         #: included once it has finished joining (nothing is routed to a worker that may
         #: vanish), a leaving one is dropped as soon as its leave is applied
         self.routing_workers: list[int] = list(range(allocator.peers))

@@ -7,10 +7,10 @@ output is a ``Tee``: it counts what was produced (records per time, into the out
 
 Parallelization contracts (timely's names):
 - ``Pipeline``: records stay on this worker (no copy, no routing);
-- ``Exchange(key)``: a record goes to worker ``stable_hash64(key(record)) % peers`` of
-  the workers routed to (``worker.routing_workers``: without those that left)
-  (Megaphone's stable hash: the same worker in-process and across processes; the
-  partition is ``timely.dataflow.exchange``);
+- ``Exchange(key)``: a record goes to worker ``route(key(record), peers)`` of the workers
+  routed to (``worker.routing_workers``: without those that left): ``k % peers`` for a
+  non-negative int key ``k`` (timely's rule), else Megaphone's stable hash ``% peers``;
+  the same worker in-process and across processes (``timely.dataflow.exchange``);
 - ``Direct(target)``: a record goes to worker ``target(record)``, an index the producer
   chose (Megaphone's routing tables), refused if no such worker exists.
 (Broadcasting is an operator, ``Stream.broadcast``: every copy must be a record of its
@@ -38,7 +38,7 @@ class Exchange:
     """Route each record to the worker chosen by ``key(record)`` (the record itself
     when ``key`` is None, which saves a call per record).
 
-    By default the route is ``stable_hash64 % current peers``: once a process has joined, some
+    By default the route is ``route(key, current peers)``: once a process has joined, some
     keys go to its workers. ``pinned=True`` routes over the workers the dataflow was
     built on, whatever joins later: use it in front of an operator whose per-key state
     must stay where it is (state does not migrate between workers)."""
@@ -126,7 +126,7 @@ class _PipelinePusher:
 
 
 class _ExchangePusher:
-    """Routes to ``worker.routing_workers[stable_hash64 % len(routing_workers)]``: the
+    """Routes to ``worker.routing_workers[route(key, len(routing_workers))]``: the
     workers change when a process joins or leaves."""
 
     __slots__ = ("_pushers", "_key", "_worker", "_pinned")

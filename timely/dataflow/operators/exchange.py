@@ -1,5 +1,6 @@
-"""Exchange: records moved to the worker their key hashes to (the ``Exchange`` contract of
-timely.dataflow.channels; its partition is timely.dataflow.exchange).
+"""Exchange: records moved to the worker their key routes to (``key % peers`` for a
+non-negative int key, as in timely; the stable hash otherwise): the ``Exchange`` contract
+of timely.dataflow.channels; its partition is timely.dataflow.exchange.
 
 O(records + peers) per batch for the routing, one key call per record; the operator
 itself passes batches on unchanged.
