@@ -158,19 +158,28 @@ def main(argv):
     config = timely.Config.from_args(rest)
     lines = synthetic_lines(args.lines, args.words_per_line, args.vocabulary)
     start = clock.perf_counter()
-    results = timely.execute(config, lambda w: (run(w, lines, args.epochs, args.all_workers, args.exchange,
-                                                     args.epoch_delay, args.bins), w))
+    def work(worker):
+        captured = run(worker, lines, args.epochs, args.all_workers, args.exchange, args.epoch_delay, args.bins)
+        worker.run()                        # to the end: the bins held are final
+        if not worker.stateful_states:
+            return captured, None
+        s = worker.stateful_states[0]       # what the worker holds, as plain values (-w forks)
+        return captured, {"index": worker.index, "bins": len(s.bins), "words": s.keys(),
+                          "shipped": sum(n for _, n, _ in s.shipped),
+                          "received": sum(n for _, n, _ in s.received),
+                          "state": sorted(s.snapshot().items()) if args.output else None}
+
+    results = timely.execute(config, work)
     elapsed = clock.perf_counter() - start
     batches = [b for captured, _ in results for b in captured.batches]
-    held = {w.index: w.stateful_states[0] for _, w in results if w.stateful_states}
+    held = {h["index"]: h for _, h in results if h is not None}
     if args.output:
         with open(args.output.replace("{process}", str(config.process)), "w") as f:
-            json.dump({"batches": batches,
-                       "state": {i: sorted(s.snapshot().items()) for i, s in held.items()}}, f)
+            json.dump({"batches": batches, "state": {i: h["state"] for i, h in held.items()}}, f)
     if config.cluster:
-        for i, s in sorted(held.items()):
-            print(f"worker {i}: holds {len(s.bins)} bins, {s.keys()} words; shipped "
-                  f"{sum(n for _, n, _ in s.shipped)} bins, received {sum(n for _, n, _ in s.received)}")
+        for i, h in sorted(held.items()):
+            print(f"worker {i}: holds {h['bins']} bins, {h['words']} words; shipped "
+                  f"{h['shipped']} bins, received {h['received']}")
         print(f"process {config.process}: {sum(len(rs) for _, rs in batches)} updates in {elapsed:.2f} s")
         return
     got = latest(batches, args.exchange)

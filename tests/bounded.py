@@ -30,5 +30,10 @@ def bounded(fn: Callable[[], Any], timeout: float = 30.0) -> Any:
 
 
 def execute_bounded(config: Any, build: Callable, timeout: float = 30.0) -> list:
-    """``timely.execute(config, build)`` under ``bounded``."""
+    """``timely.execute(config, build)`` under ``bounded``. A worker count runs that many
+    worker threads: these tests look at the workers' own objects (probes, handles, the
+    worker) once ``execute`` returns, which only threads share; a ``Config`` runs as it
+    says (``tests/test_forked.py`` runs workers as processes)."""
+    if isinstance(config, int):
+        config = timely.Config(workers=config, worker_mode="threads")
     return bounded(lambda: timely.execute(config, build), timeout)

@@ -4,7 +4,7 @@ Precedence, lowest first: defaults, the TOML file (``--config FILE`` or
 ``TIMELY_CONFIG``), environment variables (``TIMELY_WORKERS``, ``TIMELY_PROCESSES``,
 ``TIMELY_PROCESS``, ``TIMELY_HOSTFILE``, ``TIMELY_PROGRESS_MODE``,
 ``TIMELY_KAFKA_BOOTSTRAP``, ``TIMELY_KAFKA_PREFIX``, ``TIMELY_REBALANCE``,
-``TIMELY_MIGRATION``, ``TIMELY_CHECKPOINT``, ``TIMELY_CHECKPOINT_INTERVAL``,
+``TIMELY_MIGRATION``, ``TIMELY_CHECKPOINT``, ``TIMELY_WORKER_MODE``, ``TIMELY_CHECKPOINT_INTERVAL``,
 ``TIMELY_CLUSTER_SECRET`` for the secret), then command-line arguments, which use timely's flags:
 ``-w WORKERS -n PROCESSES -p INDEX -h HOSTFILE``. Wrong values raise ``ConfigError``
 naming the setting.
@@ -33,7 +33,10 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass
 class Config:
-    workers: int = 1                      # worker threads per process
+    workers: int = 1                      # workers per process
+    # how -w workers run without -n: "auto" (processes where threads share a GIL),
+    # "processes" (a forked loopback cluster) or "threads" (timely.communication.cluster.forked)
+    worker_mode: str = "auto"
     processes: int = 1
     process: int = 0                      # this process's index
     hostfile: Optional[str] = None        # one host:port per line, process i on line i
@@ -70,6 +73,12 @@ class Config:
             raise ConfigError(f"workers must be at least 1, got {self.workers}")
         if type(self.processes) is not int or self.processes < 1:
             raise ConfigError(f"processes must be at least 1, got {self.processes}")
+        if self.worker_mode not in ("auto", "processes", "threads"):
+            raise ConfigError(f"worker_mode must be 'auto', 'processes' or 'threads', got {self.worker_mode!r}")
+        if self.worker_mode == "processes" and self.cluster:
+            raise ConfigError("worker_mode 'processes' runs -w workers as a cluster of one machine; "
+                              "a process of a cluster (-n, -h, -j) runs its workers as threads: "
+                              "start more processes with -n instead")
         if self.progress_mode not in ("p2p", "kafka"):
             raise ConfigError(f"progress_mode must be 'p2p' or 'kafka', got {self.progress_mode!r}")
         if self.progress_mode == "kafka":
@@ -158,6 +167,7 @@ class Config:
         parser.add_argument("-n", "--processes", type=int)
         parser.add_argument("-p", "--process", type=int)
         parser.add_argument("-h", "--hostfile")
+        parser.add_argument("--worker-mode", dest="worker_mode")
         parser.add_argument("--config")
         parser.add_argument("--progress-mode", dest="progress_mode")
         parser.add_argument("--kafka-bootstrap", dest="kafka_bootstrap")
@@ -199,6 +209,7 @@ class Config:
                                 ("rebalance", "TIMELY_REBALANCE", str),
                                 ("migration", "TIMELY_MIGRATION", str),
                                 ("checkpoint", "TIMELY_CHECKPOINT", str),
+                                ("worker_mode", "TIMELY_WORKER_MODE", str),
                                 ("checkpoint_interval", "TIMELY_CHECKPOINT_INTERVAL", int),
                                 ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):
             if name in env:

@@ -1,9 +1,16 @@
-"""execute and execute_from_args: run a computation on worker threads.
+"""execute and execute_from_args: run a computation on its workers.
 
-``execute(config, build)`` starts ``config.workers`` worker threads in this process,
-calls ``build(worker)`` on each, steps each worker until its dataflows complete, and
-returns the list of what ``build`` returned, by worker index. If a worker raises, the
-others stop (fail-stop) and the first error is raised here.
+``execute(config, build)`` starts ``config.workers`` workers, calls ``build(worker)`` on
+each, steps each worker until its dataflows complete, and returns the list of what
+``build`` returned, by worker index. If a worker raises, the others stop (fail-stop)
+and the first error is raised here.
+
+Where the workers run: with ``-n``/``-h``/``-j``, as threads of one process of a
+cluster (``timely.communication.cluster``); otherwise, on a build whose threads share
+one GIL, ``-w N`` runs N forked processes, so that workers add throughput
+(``timely.communication.cluster.forked``; results come back pickled), and
+``worker_mode="threads"`` (``--worker-mode threads``) keeps them threads of this
+process, as does a single worker or a free-threaded build.
 """
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ import threading
 import uuid
 from typing import Any, Callable, Sequence
 
-from .communication.cluster import execute_cluster
+from .communication.cluster import execute_cluster, execute_forked, workers_as_processes
 from .communication.kafka import KafkaProgress, progress_prefix
 from .communication.thread import ProcessHub
 from .checkpoint.registry import Registry
@@ -24,6 +31,8 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
     config = Config.coerce(config)
     if config.cluster:
         return execute_cluster(config, build)
+    if workers_as_processes(config):
+        return execute_forked(config, build)
     hub = ProcessHub(config.workers)
     hub.checkpoints = Registry(hub.agree)
     abort = hub.abort

@@ -317,6 +317,10 @@ class Membership(Rollbacks):
             conn.goodbye()          # it waits for our goodbye before it exits
             first = conn.process * hub.workers_per_process
             self._post(RescaleMessage("left", conn.process, first, first + hub.workers_per_process - 1))
+        elif not departing:
+            # A peer whose dataflows are complete waits for our goodbye too (up to the
+            # timeout), and our shutdown no longer sees this forgotten connection.
+            conn.goodbye()
 
     # ---- leaving (timely.rescaling.leave) -------------------------------------------------
     def request_leave(self, why: str, signal: bool = False) -> None:

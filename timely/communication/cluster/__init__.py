@@ -15,7 +15,9 @@ The modules, from the wire up:
   admitting, delivering frames, detecting failures, shutdown;
 - ``allocator``: ``ClusterAllocator``, a worker's channels to local threads and to
   other processes;
-- ``start``: ``execute_cluster``, one process from start to end, and ``secret_from``.
+- ``start``: ``execute_cluster``, one process from start to end, and ``secret_from``;
+- ``forked``: ``execute_forked``, ``-w N`` on one machine as a loopback cluster of N
+  forked processes (``workers_as_processes`` says when).
 
 Who is in the cluster, and how processes join and leave it, is the hub's
 ``membership`` (``timely.rescaling.membership``); ``ClusterError`` is in
@@ -27,6 +29,7 @@ from .allocator import ClusterAllocator
 from .connection import CONTROL, Connection, handshake
 from .hub import ClusterHub
 from .start import execute_cluster, secret_from
+from .forked import execute_forked, workers_as_processes
 
 __all__ = ["CONTROL", "ClusterAllocator", "ClusterError", "ClusterHub", "Connection", "execute_cluster",
-           "handshake", "secret_from"]
+           "execute_forked", "handshake", "secret_from", "workers_as_processes"]

@@ -178,6 +178,8 @@ class Connection:
                 self.frames_written += queued
                 if stop:
                     break
+            if self.peer_gone:      # both goodbyes said: nothing more on this socket
+                self.close()
         except OSError as e:
             if not self._closed.is_set() and not self.peer_gone:
                 self.hub.connection_lost(self, f"send failed: {e}")

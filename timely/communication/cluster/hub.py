@@ -63,6 +63,8 @@ class ClusterHub(ProcessHub):
         self._listener: Optional[socket.socket] = None
         self._stopping = threading.Event()
         self.refused = 0
+        #: processes that said goodbye: finished (or left), so no longer to wait for at start-up
+        self.said_goodbye: set[int] = set()
         #: who is in the cluster, and the join/leave protocol (timely.rescaling.membership)
         self.membership = Membership(self, self._lock)
         #: this start of the job, as the cluster agreed (names its Kafka progress logs)
@@ -85,15 +87,18 @@ class ClusterHub(ProcessHub):
         return self.membership.agree(key, decide)
 
     # ---- start-up ---------------------------------------------------------------------
-    def listen(self) -> None:
-        host, port = self.config.address_of(self.process)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as e:
-            raise ClusterError(f"process {self.process} cannot listen on {host}:{port}: {e}") from None
-        sock.listen(64)
+    def listen(self, sock: Optional[socket.socket] = None) -> None:
+        """Listen on this process's address, or accept on ``sock``, a socket already
+        listening there (``-w`` as processes binds them all before forking)."""
+        if sock is None:
+            host, port = self.config.address_of(self.process)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as e:
+                raise ClusterError(f"process {self.process} cannot listen on {host}:{port}: {e}") from None
+            sock.listen(64)
         self._listener = sock
         threading.Thread(target=self._accept_loop, daemon=True, name=f"timely-acceptor-{self.process}").start()
 
@@ -135,8 +140,10 @@ class ClusterHub(ProcessHub):
         expected = (set(range(self.processes)) if members is None else members) - {self.process}
 
         def missing() -> list[int]:
+            # A peer with nothing to do may finish before our last peer connects: its
+            # goodbye ends its connection, and it is not missing.
             with self._lock:
-                return sorted(p for p in expected if p not in self.connections)
+                return sorted(p for p in expected if p not in self.connections and p not in self.said_goodbye)
         asked = time.monotonic() + 1.0
         while missing():
             if self.error is not None:
@@ -311,6 +318,8 @@ class ClusterHub(ProcessHub):
 
     def connection_closed(self, conn: Connection) -> None:
         """``conn``'s peer said goodbye."""
+        with self._lock:
+            self.said_goodbye.add(conn.process)
         self.membership.connection_closed(conn)
 
     def forget(self, conn: Connection) -> None:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import logging
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from ...checkpoint.registry import Registry
 from ...worker import Worker, WorkerAborted
@@ -57,14 +58,15 @@ def secret_from(config: Any) -> bytes:
                        "or `secret` in the TOML config")
 
 
-def execute_cluster(config: Any, build: Callable[[Any], Any]) -> list[Any]:
-    """``execute`` for one process of a cluster (or a process joining one)."""
+def execute_cluster(config: Any, build: Callable[[Any], Any], listener: Optional[socket.socket] = None) -> list[Any]:
+    """``execute`` for one process of a cluster (or a process joining one); ``listener``:
+    a socket already listening on this process's address, if the caller bound it."""
     secret = secret_from(config)
     joining = config.join is not None
     processes = config.process + 1 if joining else config.processes
     hub = ClusterHub(config, secret, processes, config.processes, joining)
     hub.checkpoints = Registry(hub.agree)
-    hub.listen()
+    hub.listen(listener)
     _leave_on_sigterm(hub)          # from the start: a SIGTERM while connecting stops it too
     try:
         hub.connect_all()

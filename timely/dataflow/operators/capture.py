@@ -2,7 +2,8 @@
 input frontier.
 
 O(1) per batch to keep it; ``records``, ``by_time`` and ``complete_times`` cost
-O(records kept).
+O(records kept). A ``Captured`` pickles as its batches and its frontier at that moment
+(what a worker process returns to ``execute``), and unpickles as a frozen copy.
 """
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ class Captured:
     def __init__(self, frontier: MutableAntichain) -> None:
         self.batches: list[tuple[Any, list]] = []
         self._frontier = frontier
+
+    def __getstate__(self) -> dict:
+        return {"batches": self.batches, "frontier": self._frontier.frontier()}
+
+    def __setstate__(self, state: dict) -> None:
+        self.batches = state["batches"]
+        self._frontier = MutableAntichain()
+        self._frontier.update_iter([(t, 1) for t in state["frontier"]])
 
     def done(self) -> bool:
         return self._frontier.is_empty()
