@@ -85,6 +85,21 @@ def read_results(brokers: str, topic: str) -> dict[tuple[int, str], dict]:
     return got
 
 
+def differences(got: dict, want: dict) -> str:
+    """What a reader of the results would see wrong: missing, extra and differing rows,
+    each field named (pytest's own diff hides the fields of nested dicts)."""
+    lines = []
+    for key in sorted(set(got) | set(want)):
+        if key not in got:
+            lines.append(f"missing {key}: {want[key]}")
+        elif key not in want:
+            lines.append(f"extra {key}: {got[key]}")
+        elif got[key] != want[key]:
+            fields = {f: (got[key].get(f), want[key].get(f)) for f in want[key] if got[key].get(f) != want[key][f]}
+            lines.append(f"{key}: got/want {fields}")
+    return "\n".join(lines[:40]) + (f"\n... {len(lines) - 40} more" if len(lines) > 40 else "")
+
+
 @pytest.fixture
 def job(tansu):
     run = uuid.uuid4().hex[:8]
@@ -112,10 +127,12 @@ def run_job(brokers: str, names: dict, processes: int, epochs: int, mode: list) 
 def test_a_stopped_job_restarts_exactly_where_it_stopped(tansu, job, mode, processes):
     first, second = processes
     run_job(tansu.bootstrap, job, first, 5, mode)
-    assert read_results(tansu.bootstrap, job["results"]) == expected(5)
+    got = read_results(tansu.bootstrap, job["results"])
+    assert got == expected(5), differences(got, expected(5))
     log = run_job(tansu.bootstrap, job, second, 10, mode)
     assert any("restored at 5" in line for line in log), "\n".join(log)
-    assert read_results(tansu.bootstrap, job["results"]) == expected(10)
+    got = read_results(tansu.bootstrap, job["results"])
+    assert got == expected(10), differences(got, expected(10))
 
 
 # ---- crashes: the survivors go on ------------------------------------------------------
@@ -197,7 +214,8 @@ def test_survivors_of_a_sigkill_roll_back_and_finish_exactly(tansu, paced, mode,
     assert codes[victim] == -signal.SIGKILL
     assert [c for i, c in enumerate(codes) if i != victim] == [0, 0], "\n".join(log)
     assert any("rollback 1" in line for line in log), "\n".join(log)
-    assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+    got = read_results(tansu.bootstrap, paced["results"])
+    assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
 
 
 def test_a_replacement_started_with_the_same_arguments_joins_and_gets_bins_back(tansu, paced, mode):
@@ -230,7 +248,8 @@ def test_a_replacement_started_with_the_same_arguments_joins_and_gets_bins_back(
     assert shipped, "\n".join(log)
     assert any("joins, bootstrapped by worker" in line for line in log), "\n".join(log)
     assert any(re.search(r"worker 1: read \d+ events .* holds [1-9]\d* bins", line) for line in log), "\n".join(log)
-    assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+    got = read_results(tansu.bootstrap, paced["results"])
+    assert got == expected(10), differences(got, expected(10))
 
 
 def test_sigterm_that_cannot_leave_stops_promptly_and_the_others_go_on(tansu, paced, mode):
@@ -255,7 +274,8 @@ def test_sigterm_that_cannot_leave_stops_promptly_and_the_others_go_on(tansu, pa
     assert re.search(r"process 2 cannot leave the cluster: it writes partitions .* it stops", cluster.processes[2].output()), \
         "\n".join(log)
     assert codes == [0, 0], "\n".join(log)
-    assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+    got = read_results(tansu.bootstrap, paced["results"])
+    assert got == expected(10), differences(got, expected(10))
 
 
 def test_sigterm_to_every_process_stops_the_job_and_a_restart_resumes(tansu, paced, mode):
@@ -275,7 +295,8 @@ def test_sigterm_to_every_process_stops_the_job_and_a_restart_resumes(tansu, pac
     for e in range(3, 10):
         paced["writer"].epoch(e, clicks(e))
     run_job(tansu.bootstrap, paced, 2, 10, mode)
-    assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+    got = read_results(tansu.bootstrap, paced["results"])
+    assert got == expected(10), differences(got, expected(10))
 
 
 def test_a_silent_process_is_declared_dead_by_the_heartbeat(tansu, paced):
@@ -300,7 +321,8 @@ def test_a_silent_process_is_declared_dead_by_the_heartbeat(tansu, paced):
     assert codes == [0, 0], "\n".join(log)
     assert any("silent for more than 3 s" in line for line in log), "\n".join(log)
     assert silent != 0, "\n".join(log)
-    assert read_results(tansu.bootstrap, paced["results"]) == expected(10)
+    got = read_results(tansu.bootstrap, paced["results"])
+    assert got == expected(10), differences(got, expected(10))
 
 
 RECOVERABLE = os.path.join(ROOT, "tests", "jobs", "recoverable_job.py")
@@ -422,4 +444,5 @@ def test_random_sigkills_at_random_moments_leave_every_result_exact(tansu, mode,
         codes = [finish(p, cluster, 120) for p in alive]
         log = cluster.interleaved()
     assert codes == [0] * len(alive), "\n".join(log)
-    assert read_results(tansu.bootstrap, names["results"]) == expected(10), "\n".join(log)
+    got = read_results(tansu.bootstrap, names["results"])
+    assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
