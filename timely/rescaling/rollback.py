@@ -12,7 +12,9 @@ member's death and its survivors going on.
 2. ``suspended_locally`` / ``worker_finished``: once every local worker has dropped its
    dataflows (or finished them), the process tells the coordinator (the lowest live
    process) it is ready, naming the dead it knows of and the life it is in.
-3. ``_ready_from`` / ``_rollback`` (on the coordinator): once every survivor is ready
+3. ``_ready_from`` / ``_rollback`` (on the coordinator): a survivor that names a death
+   the coordinator has not seen makes it take that death as its own (it crashes too, so
+   the survivor waiting for a rollback gets one); once every survivor is ready
    with the same knowledge, it decides, for every checkpointed dataflow, a new
    incarnation from the last complete checkpoint (``Registry.redecide``), and tells
    every survivor the round, the dead, the workers that go on and the decisions.
@@ -149,6 +151,14 @@ class Rollbacks:
             if round_ != self.round:
                 return
             self._ready[process] = tuple(dead)       # kept if it comes before we noticed
+            unknown = [p for p in dead if p not in self.dead and p != self.hub.process]
+        for p in unknown:
+            # A survivor saw a death we did not: a process that finished joining there
+            # just as our rollback expelled it, or a link only it lost. It has dropped its
+            # dataflows and waits for a rollback, so there must be one: take the death as
+            # ours too (one view of who is left, for every survivor).
+            self.crashed(p, f"process {p} died, as process {process} reports")
+        with self._lock:
             if not self.recovering:
                 return
             mine = tuple(sorted(self.dead))
