@@ -7,13 +7,18 @@ Protects:
 - an exception raised on one worker (in an operator, in an iterative scope, in the
   build function, a CapabilityError) is raised by ``execute``, and the other workers
   stop instead of hanging (every run here is bounded by a timeout);
-- ``Config.from_args`` parses -w/-n/-p (and the long forms), leaves foreign arguments
-  in ``extra``, and rejects bad values with a ConfigError naming the setting;
+- ``Config.from_args`` parses -w/-n/-p (and the long forms), leaves arguments that are
+  not options in ``extra``, stops on an option nobody declares (a mistyped flag)
+  naming it and the closest timely flag, and rejects bad values with a ConfigError
+  naming the setting; an example with flags of its own still runs;
   ``execute_from_args(["-w", "2"], ...)`` runs 2 workers;
 - ``check_progress`` mode accepts correct dataflows.
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -246,8 +251,8 @@ def test_execute_after_a_failure_runs_normally():
 
 # ---- configuration --------------------------------------------------------------------------
 def test_from_args_parses_timely_flags(clean_env):
-    c = Config.from_args(["-w", "3", "-n", "2", "-p", "1", "--other", "x"], env={})
-    assert (c.workers, c.processes, c.process, c.extra) == (3, 2, 1, ["--other", "x"])
+    c = Config.from_args(["prog", "-w", "3", "-n", "2", "-p", "1", "x"], env={})
+    assert (c.workers, c.processes, c.process, c.extra) == (3, 2, 1, ["prog", "x"])
     c = Config.from_args(["--workers", "5", "--processes", "3", "--process", "2"], env={})
     assert (c.workers, c.processes, c.process, c.extra) == (5, 3, 2, [])
     c = Config.from_args([], env={})
@@ -271,6 +276,32 @@ def test_from_args_rejects_bad_values_naming_the_setting(clean_env, argv, settin
     with pytest.raises(ConfigError) as info:
         Config.from_args(argv, env={})
     assert setting in str(info.value)
+
+
+@pytest.mark.parametrize("argv,named,hint", [
+    (["-w", "1", "--progres-mode", "kafka"], "--progres-mode", "--progress-mode"),
+    (["--worker", "2"], "--worker", "--workers"),
+    (["--chekpoint=off"], "--chekpoint", "--checkpoint"),
+    (["-q"], "-q", None),
+])
+def test_a_mistyped_option_is_an_error_naming_it_and_the_closest_flag(clean_env, argv, named, hint):
+    with pytest.raises(ConfigError) as info:
+        Config.from_args(argv, env={})
+    message = str(info.value)
+    assert f"unknown option {named!r}" in message
+    assert (f"did you mean {hint!r}" in message) if hint else "did you mean" not in message
+
+
+def test_a_program_with_flags_of_its_own_still_runs_and_a_typo_stops_it():
+    hello = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "hello.py")
+    ok = subprocess.run([sys.executable, hello, "--rounds", "3", "-w", "1"], capture_output=True, text=True,
+                        timeout=60)
+    assert ok.returncode == 0 and "worker 0: seen 2" in ok.stdout, ok.stderr
+    bad = subprocess.run([sys.executable, hello, "-w", "1", "--progres-mode", "kafka"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0
+    assert "unknown option '--progres-mode'" in bad.stderr and "'--progress-mode'" in bad.stderr, bad.stderr
+    assert "seen" not in bad.stdout
 
 
 def test_bad_environment_value_names_the_variable(clean_env):

@@ -7,11 +7,19 @@ Precedence, lowest first: defaults, the TOML file (``--config FILE`` or
 ``TIMELY_MIGRATION``, ``TIMELY_CHECKPOINT``, ``TIMELY_WORKER_MODE``, ``TIMELY_CHECKPOINT_INTERVAL``,
 ``TIMELY_CLUSTER_SECRET`` for the secret), then command-line arguments, which use timely's flags:
 ``-w WORKERS -n PROCESSES -p INDEX -h HOSTFILE``. Wrong values raise ``ConfigError``
-naming the setting.
+naming the setting. A program parses its own flags first and hands the rest here (as
+the examples do, with ``parse_known_args``); an option left that timely does not
+declare either is a ``ConfigError`` naming it and the closest timely flag, as timely's
+getopts stops on an unknown option, instead of a mistyped flag silently keeping a
+default. Arguments that are not options stay in ``extra``.
 
->>> c = Config.from_args(["-w", "3", "--other", "x"])
+>>> c = Config.from_args(["-w", "3", "program.py"])
 >>> c.workers, c.processes, c.extra
-(3, 1, ['--other', 'x'])
+(3, 1, ['program.py'])
+>>> Config.from_args(["-w", "1", "--progres-mode", "kafka"])
+Traceback (most recent call last):
+...
+timely.config.ConfigError: unknown option '--progres-mode': neither the program nor timely declares it (did you mean '--progress-mode'?)
 >>> Config.from_args(["-w", "0"])
 Traceback (most recent call last):
 ...
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import logging
 import os
 import tomllib
@@ -162,7 +171,7 @@ class Config:
     @classmethod
     def from_args(cls, argv: Sequence[str] = (), env: Optional[dict] = None) -> "Config":
         env = os.environ if env is None else env
-        parser = argparse.ArgumentParser(add_help=False)
+        parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)   # as getopts: whole names
         parser.add_argument("-w", "--workers", type=int)
         parser.add_argument("-n", "--processes", type=int)
         parser.add_argument("-p", "--process", type=int)
@@ -195,6 +204,7 @@ class Config:
             args, extra = parser.parse_known_args(list(argv))
         except SystemExit:
             raise ConfigError(f"malformed arguments: {list(argv)}") from None
+        _refuse_unknown_options(parser, extra)
         values: dict[str, Any] = {}
         path = args.config or env.get("TIMELY_CONFIG")
         if path:
@@ -237,6 +247,27 @@ class Config:
             host, _, port = self.addresses[process].rpartition(":")
             return host, int(port)
         return "127.0.0.1", self.base_port + process
+
+
+def _refuse_unknown_options(parser: argparse.ArgumentParser, extra: list[str]) -> None:
+    """Raise a ConfigError for the first option in ``extra`` (a ``-x`` or ``--name``
+    argument that is not a number), naming the closest option ``parser`` declares."""
+    for arg in extra:
+        if len(arg) < 2 or not arg.startswith("-") or _is_number(arg):
+            continue
+        flag = arg.split("=", 1)[0]
+        known = [o for action in parser._actions for o in action.option_strings]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown option {flag!r}: neither the program nor timely declares it{hint}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_hostfile(path: str) -> list[str]:
