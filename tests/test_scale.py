@@ -272,4 +272,4 @@ def test_sigterm_that_cannot_leave_is_not_ignored(tmp_path, mode):
         log = "\n".join(c.interleaved())
     assert codes[1] == 143, log
     assert re.search(r"process 1 cannot leave the cluster: .*pinned.* it stops \(SIGTERM\)", c.processes[1].output()), log
-    assert codes[0] != 0 and re.search(r"process 1 \(127\.0\.0\.1:\d+\) disconnected", c.processes[0].output()), log
+    assert codes[0] != 0 and re.search(r"process 1 \(127\.0\.0\.1:\d+\) (disconnected|send failed)", c.processes[0].output()), log
