@@ -188,6 +188,28 @@ def test_batch_write_then_read_round_trip(spark, tansu):
     assert sorted(json.loads(r.value)["m"] for r in back) == list(range(10))
 
 
+def test_a_write_without_keys_is_packed_by_default_and_text_values_go_alone(spark, tansu):
+    topic = new_topic(tansu, 1)
+    values = [f'{{"n": {i}}}' for i in range(250)]
+    values[120:122] = ["plain text", "more text"]        # not JSON: written alone, in place
+    df = spark.createDataFrame([(v,) for v in values], "value string").coalesce(1)
+    (df.write.format(FORMAT).option("kafka.bootstrap.servers", tansu.bootstrap).option("topic", topic)
+     .option("epoch", "3").mode("append").save())
+    data = [rec for rec in raw_records(tansu, topic, 1)[0] if "marker" not in rec[3]]
+    rows = [int(h.get("rows", b"1")) for _, _, _, h in data]
+    assert sum(rows) == 250 and max(rows) == 100 and len(data) <= 6       # not 250 records
+    alone = [v for _, _, v, h in data if "rows" not in h]
+    assert alone == [b"plain text", b"more text"]
+    back = read(spark, tansu, topic).collect()
+    assert [r.value.decode() for r in back] == [v if not v.startswith("{") else json.dumps(json.loads(v))
+                                                .replace(" ", "") for v in values]
+    # rowsPerMessage=1: one value per record, for readers other than pytimely's
+    (df.write.format(FORMAT).option("kafka.bootstrap.servers", tansu.bootstrap).option("topic", topic)
+     .option("epoch", "4").option("rowsPerMessage", "1").mode("append").save())
+    four = [rec for rec in raw_records(tansu, topic, 1)[0] if rec[3]["epoch"] == b"4" and "marker" not in rec[3]]
+    assert len(four) == 250 and all("rows" not in h for _, _, _, h in four)
+
+
 def test_batch_write_refuses_a_partition_of_two_tasks_or_an_epoch_going_back(spark, tansu):
     topic = new_topic(tansu, 2)
 

@@ -9,8 +9,12 @@ epochs already complete; or JSON ``{"topic": {"0": offset}}``, -2 = earliest);
 ``maxOffsetsPerTrigger`` (streaming reads); ``valueFormat`` (``json`` or ``msgpack``: how
 packed records are split and packed); ``epoch`` (batch writes: one epoch for all rows);
 ``epochOffset`` (streaming writes: epoch = micro-batch id + this, default 0);
-``rowsPerMessage`` (writes: pack that many values into one record, default 1); any
-other ``kafka.X`` goes to the confluent-kafka client as ``X``.
+``rowsPerMessage`` (writes: pack that many values into one record, as a ``valueFormat``
+array with the contract's ``rows`` header; default ``PACKED_ROWS`` = 100 when the rows
+have no ``key`` column, since a packed record has one key, else 1, and by default a
+value that is not valid ``valueFormat`` is written alone, as before; ``1`` writes one
+value per record, for readers other than pytimely's); any other ``kafka.X`` goes to the
+confluent-kafka client as ``X``.
 
 Costs: parsing is free; a read's ``partitions`` and a write's configuration ask the
 broker for the topics' partition counts (one metadata request each).
@@ -27,6 +31,8 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, ShortType, Stri
 from timely.connectors import client, epochs
 
 NAME = "timely-kafka"
+#: values per record a write packs when the option rowsPerMessage is not given
+PACKED_ROWS = 100
 EARLIEST, LATEST = -2, -1
 TopicPart = tuple[str, int]
 
@@ -139,6 +145,8 @@ class _WriteConf:
     epoch: Optional[int]            # batch: the option's epoch for all rows
     epoch_offset: int               # streaming: epoch = batch id + this
     rows_per_message: int
+    rows_auto: bool                 # rowsPerMessage not given: a value that is not valid in
+                                    # the format goes alone instead of failing the write
     format: epochs.Format
     has_key: bool
     has_partition: bool
@@ -169,7 +177,9 @@ def _write_conf(opts: dict[str, str], schema: StructType, streaming: bool) -> _W
         raise ValueError(f"{NAME}: give the epoch as a column 'epoch' or as the option 'epoch', not both")
     elif "epoch" not in fields and epoch is None:
         raise ValueError(f"{NAME}: a batch write needs a column 'epoch' or the option 'epoch'")
-    rows = _int_option(opts, "rowsPerMessage", 1, 1)
+    # Packed by default: one record per event made Spark's writes and the dataflow's reads
+    # 2.7x and 3.8x slower (benchmarks/pipeline.py); a key column cannot be packed.
+    rows = _int_option(opts, "rowsPerMessage", 1 if "key" in fields else PACKED_ROWS, 1)
     if rows > 1 and "key" in fields:
         raise ValueError(f"{NAME}: rowsPerMessage packs {rows} values into one record, which has one "
                          "key: drop the 'key' column")
@@ -179,4 +189,5 @@ def _write_conf(opts: dict[str, str], schema: StructType, streaming: bool) -> _W
     finally:
         producer.flush(1.0)
     return _WriteConf(kafka, topic, counts[topic], epoch, _int_option(opts, "epochOffset", 0, 0),
-                      rows, _value_format(opts), "key" in fields, "partition" in fields, "epoch" in fields)
+                      rows, "rowspermessage" not in opts, _value_format(opts), "key" in fields,
+                      "partition" in fields, "epoch" in fields)

@@ -157,13 +157,32 @@ class _TaskWriter:
 
     def _pack(self, run: _Run) -> None:
         fmt = self.conf.format
+        if self.conf.rows_auto:
+            # Packed by default, not by request: a value that is not valid in the format
+            # (plain text, with the default json) goes alone, in its place, as it always did.
+            parsed: list = []
+            for v in run.packed:
+                try:
+                    parsed.append(fmt.loads(v))
+                except Exception:  # noqa: BLE001 - any decoder error: not this format
+                    if parsed:
+                        self._emit_packed(run, parsed)
+                        parsed = []
+                    self._emit(run, None, v, run.headers)
+            if parsed:
+                self._emit_packed(run, parsed)
+            run.packed = []
+            return
         try:
-            value = fmt.dumps_many([fmt.loads(v) for v in run.packed])
+            values = [fmt.loads(v) for v in run.packed]
         except Exception as exc:  # noqa: BLE001 - any decoder error names the format
             raise ValueError(f"{NAME}: rowsPerMessage packs values as a {fmt.name} array, but a "
                              f"value for {self.conf.topic}[{run.partition}] is not {fmt.name}: {exc}") from None
-        self._emit(run, None, value, epochs.data_headers(run.epoch, rows=len(run.packed)))
+        self._emit_packed(run, values)
         run.packed = []
+
+    def _emit_packed(self, run: _Run, values: list) -> None:
+        self._emit(run, None, self.conf.format.dumps_many(values), epochs.data_headers(run.epoch, rows=len(values)))
 
     def _produce(self, partition: int, key: Any, value: Any, headers: list, callback: Any) -> None:
         while True:
