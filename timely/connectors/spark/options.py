@@ -22,6 +22,7 @@ broker for the topics' partition counts (one metadata request each).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
@@ -48,6 +49,22 @@ class _Kafka:
 
     def producer(self) -> Producer:
         return Producer(client.producer_config(self.brokers, self.extra))
+
+    def shared_producer(self) -> Producer:
+        """This process's producer for these brokers and options, made once: an
+        idempotent producer's first delivery waits for its producer id (0.5 s on Tansu,
+        once per producer), which every Spark task and every epoch's write paid again
+        when each made its own. Spark's Python workers run one task at a time, and a
+        forked process makes its own (librdkafka does not survive a fork)."""
+        key = (os.getpid(), self.brokers, tuple(sorted((k, str(v)) for k, v in self.extra.items())))
+        found = _PRODUCERS.get(key)
+        if found is None:
+            found = _PRODUCERS[key] = self.producer()
+        return found
+
+
+#: shared_producer's producers, by process, brokers and options
+_PRODUCERS: dict[tuple, Producer] = {}
 
 
 def _options(options: Mapping[str, str]) -> dict[str, str]:

@@ -80,7 +80,7 @@ class _TaskWriter:
         self.conf = conf
         self.fixed_epoch = epoch
         self.markers = markers
-        self.producer = conf.kafka.producer()
+        self.producer = conf.kafka.shared_producer()
         self.open: dict[int, _Run] = {}
         self.last: dict[int, int] = {}
         self.written: dict[int, list] = {}
@@ -256,7 +256,7 @@ def _append_markers(conf: _WriteConf, markers: list[tuple[int, list]]) -> None:
         if error is not None:
             errors.append(f"{message.topic()}[{message.partition()}]: {error.str()}")
 
-    producer = conf.kafka.producer()
+    producer = conf.kafka.shared_producer()
     for partition, headers in markers:
         producer.produce(conf.topic, b"", None, partition, headers=headers, on_delivery=delivered)
     remaining = producer.flush(60.0)
