@@ -14,7 +14,6 @@ an error that names them, never restored silently; (e) both twins of a delta's
 """
 from __future__ import annotations
 
-import os
 import sqlite3
 
 import pytest
@@ -25,6 +24,8 @@ import timely
 from timely.checkpoint.binlog import BinLog
 from timely.checkpoint.records import (CheckpointCorrupt, CheckpointError, CheckpointMissing, Entry,
                                        decode, fold_bin)
+
+TWIN_NEEDS = ("tracked", "binlog")      # the compiled twins these tests compare (conftest)
 
 
 # ---- BinLog against a model ----------------------------------------------------------
@@ -46,18 +47,6 @@ class _Writer:
         return True
 
 
-def _delta_twin(name: str):
-    """``delta_items`` of twin ``name`` (the compiled one must be built)."""
-    from timely.checkpoint import binlog
-    if name == "python":
-        return binlog.py_delta_items
-    if os.environ.get("TIMELY_NO_CYTHON") == "1":
-        pytest.skip("TIMELY_NO_CYTHON=1: the compiled delta_items is not built")
-    from timely.checkpoint import _cbinlog
-    return _cbinlog.delta_items
-
-
-@pytest.mark.parametrize("delta_twin", ["python", "cython"])
 @settings(max_examples=300)
 @given(st.integers(1, 3), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1),
                                              st.sampled_from(["put", "del", "cross", "move"]),
@@ -69,7 +58,7 @@ def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(delta_twin, 
     ``fold_bin`` of every bin's entries must equal the bin as of then: the fold of every
     record before the boundary. Run with each twin of the delta's ``delta_items``."""
     from timely.checkpoint import binlog
-    chosen, binlog.delta_items = binlog.delta_items, _delta_twin(delta_twin)
+    chosen, binlog.delta_items = binlog.delta_items, delta_twin.delta_items
     try:
         _binlog_model_run(interval, steps)
     finally:
@@ -126,24 +115,23 @@ def _binlog_model_run(interval: int, steps: list) -> None:
 @settings(max_examples=300)
 @given(st.dictionaries(st.integers(0, 20), st.integers()), st.lists(st.integers(0, 25), max_size=30),
        st.booleans())
-def test_delta_items_twins_agree(state, keys, tracked):
+def test_delta_items_twins_agree(compiled_delta, state, keys, tracked):
     """Both twins of ``delta_items`` give the items still held and the keys deleted, in
     the order asked, and read a TrackedDict without marking anything."""
-    from timely.checkpoint import tracked as tracked_mod
+    from timely.checkpoint import binlog, tracked as tracked_mod
     expected = ([(k, state[k]) for k in keys if k in state], [k for k in keys if k not in state])
-    for name in ("python", "cython"):
+    for delta_items in (binlog.py_delta_items, compiled_delta.delta_items):
         bin_state = tracked_mod.TrackedDict(state) if tracked else dict(state)
-        assert _delta_twin(name)(bin_state, keys) == expected, name
+        assert delta_items(bin_state, keys) == expected, delta_items
         if tracked:
-            assert bin_state.take_changed() == set(), name
+            assert bin_state.take_changed() == set(), delta_items
 
 
-def test_delta_items_refuses_what_is_not_a_bin():
-    for name in ("python", "cython"):
-        with pytest.raises(TypeError):
-            _delta_twin(name)([1, 2], [1])
-        with pytest.raises(TypeError):              # an unhashable key is the caller's bug
-            _delta_twin(name)({}, [[1]])
+def test_delta_items_refuses_what_is_not_a_bin(delta_twin):
+    with pytest.raises(TypeError):
+        delta_twin.delta_items([1, 2], [1])
+    with pytest.raises(TypeError):              # an unhashable key is the caller's bug
+        delta_twin.delta_items({}, [[1]])
 
 
 def test_tracked_dict_marks_what_a_logic_may_change(tracked_twin):
@@ -176,11 +164,11 @@ _OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "get", "getitem", "setd
 
 @settings(max_examples=300)
 @given(_OPS)
-def test_tracked_dict_twins_agree(ops):
+def test_tracked_dict_twins_agree(compiled_tracked, ops):
     """Both twins give the same answers, hold the same items and mark the same keys
     after any operations, and every key whose value changed is marked (or the bin is)."""
     from timely.checkpoint import tracked
-    twins = [tracked.PyTrackedDict(), tracked.TrackedDict()]
+    twins = [tracked.PyTrackedDict(), compiled_tracked.TrackedDict()]
     plain: dict = {}
     since: set = set()               # keys changed since the last take_changed
     for op, k, v in ops:
