@@ -370,3 +370,28 @@ def test_kafka_read_drops_a_duplicate_a_producer_retry_left(tansu):
         assert entries == [base] and fold_bin(entries, 0, "bin 0") == ({"k": 1}, {})
     finally:
         store.close()
+
+
+def test_the_models_memory_store_forgets_as_the_directory_store_does(tmp_path):
+    """``timely.verify``'s MemStore stands for the real stores in the model: its forget
+    drops exactly what DirStore's drops, and a restore finds the same afterwards."""
+    from timely.checkpoint.store import DirStore
+    from timely.verify.checkpoints.store import MemStore
+    stores = [DirStore(str(tmp_path), "ns"), MemStore()]
+    for store in stores:
+        start(store, "a")
+        start(store, "b", 2, "a", 2)
+        wa, wb = store.writer(0, "a"), store.writer(0, "b")
+        wa.write(entry("a", 0, 1, 0, 0, "base", [("old", 1)]))
+        for seq, (label, kind, items) in enumerate([(10, "base", [("x", 1)]), (12, "delta", [("y", 2)]),
+                                                    (14, "base", [("x", 3)])], 1):
+            wb.write(entry("b", 0, seq, 0, label, kind, items))
+            wb.write(commit("b", label, 0, partitions=1))
+        if isinstance(store, MemStore):
+            store.ack(wa, 10)
+            store.ack(wb, 10)
+        assert wa.flush(10) and wb.flush(10)
+    gone = [store.forget({"b"}, lambda e: e.label < 14) for store in stores]
+    assert gone == [4, 4]        # a: its incarnation and its entry; b: its two entries below 14
+    assert restored(stores[0]) == restored(stores[1]) == ("b", 14, {0: ({"x": 3}, {})})
+    stores[0].close()

@@ -69,7 +69,13 @@ class MemStore:
         return MemWriter(self, worker, inc)
 
     def forget(self, keep: set, obsolete: Callable) -> int:
-        raise NotImplementedError("MemStore keeps everything")
+        """As ``DirStore.forget``: drop every record of the incarnations not in ``keep``,
+        and the entries of those kept that ``obsolete`` accepts; returns how many went."""
+        before = len(self.incarnations) + len(self.commits) + sum(map(len, self.entries.values()))
+        self.incarnations = [i for i in self.incarnations if i.id in keep]
+        self.commits = [c for c in self.commits if c.inc in keep]
+        self.entries = {inc: [e for e in es if not obsolete(e)] for inc, es in self.entries.items() if inc in keep}
+        return before - len(self.incarnations) - len(self.commits) - sum(map(len, self.entries.values()))
 
     def close(self) -> None:
         pass
