@@ -200,22 +200,14 @@ def run_schedule(options: Options, seed: int, steps: int = 400, full_checks: boo
         checker.check()
         return True
 
+    def choose(kind: str, candidates: list, rng: random.Random) -> tuple:
+        if kind == "deliver" and len(candidates) > 1:
+            return choose_delivery(candidates, rng)
+        return candidates[rng.randrange(len(candidates))]
+
     try:
         checker.check()
-        for _ in range(steps):
-            if model.quiescent():
-                result.quiescent = True
-                break
-            enabled = _enabled(model)
-            kinds = list(enabled)
-            kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
-            candidates = enabled[kind]
-            if kind == "deliver" and len(candidates) > 1:
-                args = choose_delivery(candidates, rng)
-            else:
-                args = candidates[rng.randrange(len(candidates))]
-            if take(kind, args):
-                result.transitions += 1
+        walk(rng, weights, steps, model.quiescent, lambda: _enabled(model), take, result, choose)
         if drain:
             before = model.steps
             _drain(model, take, stuck_is_violation="liveness" not in checker.disabled)
@@ -236,6 +228,25 @@ def run_schedule(options: Options, seed: int, steps: int = 400, full_checks: boo
                       f"{', leaves' if options.leave else ''}"
                       f"{', mutation ' + options.mutation if options.mutation else ''}")
     return result
+
+
+def walk(rng: random.Random, weights: dict, steps: int, quiescent: Callable[[], bool],
+         enabled: Callable[[], dict], take: Callable[[str, tuple], bool], result: ScheduleResult,
+         choose: Optional[Callable[[str, list, random.Random], tuple]] = None) -> None:
+    """A schedule's random walk, for every model: up to ``steps`` times, unless the model
+    is ``quiescent()``, pick a kind of ``enabled()`` transition by weight and one of its
+    candidates (``choose``, or uniformly), and ``take`` it; counts go to ``result``."""
+    for _ in range(steps):
+        if quiescent():
+            result.quiescent = True
+            return
+        found = enabled()
+        kinds = list(found)
+        kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
+        candidates = found[kind]
+        args = choose(kind, candidates, rng) if choose is not None else candidates[rng.randrange(len(candidates))]
+        if take(kind, args):
+            result.transitions += 1
 
 
 def _delivery_policy(seed: int, model: Model) -> Callable[[list, random.Random], tuple]:
@@ -319,6 +330,16 @@ def explore(options: Options, seeds: list[int], steps: int, schedule_steps: int 
             full_checks: bool = False, stop_on_violation: bool = False, disabled: tuple = (),
             progress: Optional[Callable[[Report], None]] = None) -> Report:
     """Run schedules for every seed until each has spent ``steps`` transitions."""
+    return explore_with(lambda seed, length: run_schedule(options, seed, length, full_checks=full_checks,
+                                                          disabled=disabled),
+                        seeds, steps, schedule_steps, stop_on_violation, progress)
+
+
+def explore_with(run_one: Callable[[int, int], ScheduleResult], seeds: list[int], steps: int,
+                 schedule_steps: int, stop_on_violation: bool = False,
+                 progress: Optional[Callable[[Report], None]] = None) -> Report:
+    """Run ``run_one(seed, length)`` schedules for every seed until each has spent
+    ``steps`` transitions (the exploration of every model)."""
     report = Report()
     started = time.perf_counter()
     for seed in seeds:
@@ -328,8 +349,7 @@ def explore(options: Options, seeds: list[int], steps: int, schedule_steps: int 
             # schedule lengths vary (a quarter to 1.5 times the nominal length): many
             # short schedules explore many initial configurations, long ones deep states
             length = rng.randint(max(1, schedule_steps // 4), max(1, schedule_steps * 3 // 2))
-            result = run_schedule(options, rng.getrandbits(32), min(length, steps - spent),
-                                  full_checks=full_checks, disabled=disabled)
+            result = run_one(rng.getrandbits(32), min(length, steps - spent))
             spent += max(1, result.transitions + result.drain_transitions)
             report.add(result)
             if progress is not None:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
 from typing import Callable, Optional
 
 from ..properties import Violation
-from ..scheduler import Report, ScheduleResult
+from ..scheduler import Report, ScheduleResult, explore_with, walk
 from .model import WEIGHTS, CheckpointModel, CheckpointOptions
 from .mutants import mutant_applied
 
@@ -40,16 +39,7 @@ def run_checkpoint_schedule(options: CheckpointOptions, seed: int, steps: int = 
         try:
             trace.append(model.begin())
             model.check()
-            for _ in range(steps):
-                if model.quiescent():
-                    result.quiescent = True
-                    break
-                enabled = model.enabled()
-                kinds = list(enabled)
-                kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
-                candidates = enabled[kind]
-                if take(kind, candidates[rng.randrange(len(candidates))]):
-                    result.transitions += 1
+            walk(rng, weights, steps, model.quiescent, model.enabled, take, result)
             before = model.steps
             model.drain(take)
             result.drain_transitions = model.steps - before
@@ -70,24 +60,8 @@ def explore_checkpoints(options: CheckpointOptions, seeds: list, steps: int, sch
                         progress: Optional[Callable[[Report], None]] = None) -> Report:
     """Run schedules for every seed until each has spent ``steps`` transitions (schedule
     lengths vary from a quarter to 1.5 times ``schedule_steps``)."""
-    report = Report()
-    started = time.perf_counter()
-    for seed in seeds:
-        rng = random.Random(seed)
-        spent = 0
-        while spent < steps:
-            length = rng.randint(max(1, schedule_steps // 4), max(1, schedule_steps * 3 // 2))
-            result = run_checkpoint_schedule(options, rng.getrandbits(32), min(length, steps - spent))
-            spent += max(1, result.transitions + result.drain_transitions)
-            report.add(result)
-            if progress is not None:
-                progress(report)
-            if result.violation is not None and stop_on_violation:
-                break
-        if report.violations and stop_on_violation:
-            break
-    report.seconds = time.perf_counter() - started
-    return report
+    return explore_with(lambda seed, length: run_checkpoint_schedule(options, seed, length),
+                        seeds, steps, schedule_steps, stop_on_violation, progress)
 
 
 def report_text(report: Report) -> str:
