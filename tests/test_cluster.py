@@ -94,15 +94,21 @@ def test_wcc_on_two_processes_matches_networkx(tmp_path, mode):
     assert run_wcc_cluster(tmp_path, processes=2, workers=2, mode=mode) == expected_wcc(6)
 
 
-def test_join_mid_run_delivers_every_record_exactly_once(mode):
-    with hello_cluster(rounds=24, delay=0.25, mode=mode) as cluster:
+def hello_with_a_join(rounds, delay, mode, watched, line):
+    """Two hello processes; once process ``watched`` printed ``line``, a third joins
+    (bootstrapped by worker 0). Every process must exit 0; returns (seen, log)."""
+    with hello_cluster(rounds=rounds, delay=delay, mode=mode) as cluster:
         cluster.start(2)
-        wait_for_line(cluster.processes[0], r"seen 2$")
+        wait_for_line(cluster.processes[watched], line)
         cluster.join(original=2, bootstrap=0)
         codes = cluster.wait(60)
         log = "\n".join(cluster.interleaved())
         assert codes == [0, 0, 0], log
-        seen = seen_by_worker(cluster)
+        return seen_by_worker(cluster), log
+
+
+def test_join_mid_run_delivers_every_record_exactly_once(mode):
+    seen, log = hello_with_a_join(24, 0.25, mode, 0, r"seen 2$")
     assert all_seen(seen) == list(range(24)), log
     assert seen.get(2), f"the joiner saw nothing:\n{log}"
     for worker, xs in seen.items():
@@ -116,14 +122,7 @@ def test_join_mid_run_delivers_every_record_exactly_once(mode):
 def test_hello_prints_the_seeds_output(mode):
     # Seed 003 §4.1.1: two processes, a third joins before round 6; afterwards x goes to
     # worker x % 3, so the joiner sees 8 and worker 0 sees 6 and 9.
-    with hello_cluster(rounds=10, delay=0.0, mode=[*mode, "--wait-join", "6"]) as cluster:
-        cluster.start(2)
-        wait_for_line(cluster.processes[1], r"seen 5$")
-        cluster.join(original=2, bootstrap=0)
-        codes = cluster.wait(60)
-        log = "\n".join(cluster.interleaved())
-        assert codes == [0, 0, 0], log
-        seen = seen_by_worker(cluster)
+    seen, log = hello_with_a_join(10, 0.0, [*mode, "--wait-join", "6"], 1, r"seen 5$")
     assert seen == {0: [0, 2, 4, 6, 9], 1: [1, 3, 5, 7], 2: [8]}, log
 
 
