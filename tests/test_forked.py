@@ -67,6 +67,9 @@ def test_the_environment_chooses_for_auto(monkeypatch):
     monkeypatch.setenv("TIMELY_WORKER_MODE", "threads")
     assert not workers_as_processes(Config(workers=2))
     assert workers_as_processes(Config(workers=2, worker_mode="processes"))
+    monkeypatch.setenv("TIMELY_WORKER_MODE", "fork")
+    with pytest.raises(ConfigError, match="TIMELY_WORKER_MODE='fork' is not valid"):
+        workers_as_processes(Config(workers=2))
 
 
 def test_forked_workers_in_kafka_progress_mode_from_the_command_line(tansu):

@@ -43,6 +43,7 @@ import sys
 import threading
 from typing import Any, Callable
 
+from ...config import ConfigError
 from ..errors import ClusterError
 from .start import execute_cluster
 
@@ -73,6 +74,9 @@ def workers_as_processes(config: Any) -> bool:
     mode = config.worker_mode
     if mode == "auto":              # a Config built in code still follows the environment
         mode = os.environ.get("TIMELY_WORKER_MODE", "auto")
+        if mode not in WORKER_MODES:
+            raise ConfigError(f"environment TIMELY_WORKER_MODE={mode!r} is not valid: "
+                              f"{', '.join(WORKER_MODES)}")
     if config.workers == 1 or config.cluster or mode == "threads":
         return False
     if mode == "processes":
