@@ -132,7 +132,7 @@ def test_a_stopped_job_restarts_exactly_where_it_stopped(tansu, job, mode, proce
     log = run_job(tansu.bootstrap, job, second, 10, mode)
     assert any("restored at 5" in line for line in log), "\n".join(log)
     got = read_results(tansu.bootstrap, job["results"])
-    assert got == expected(10), differences(got, expected(10))
+    assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
 
 
 # ---- crashes: the survivors go on ------------------------------------------------------
@@ -249,7 +249,7 @@ def test_a_replacement_started_with_the_same_arguments_joins_and_gets_bins_back(
     assert any("joins, bootstrapped by worker" in line for line in log), "\n".join(log)
     assert any(re.search(r"worker 1: read \d+ events .* holds [1-9]\d* bins", line) for line in log), "\n".join(log)
     got = read_results(tansu.bootstrap, paced["results"])
-    assert got == expected(10), differences(got, expected(10))
+    assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
 
 
 def test_sigterm_that_cannot_leave_stops_promptly_and_the_others_go_on(tansu, paced, mode):
@@ -275,7 +275,7 @@ def test_sigterm_that_cannot_leave_stops_promptly_and_the_others_go_on(tansu, pa
         "\n".join(log)
     assert codes == [0, 0], "\n".join(log)
     got = read_results(tansu.bootstrap, paced["results"])
-    assert got == expected(10), differences(got, expected(10))
+    assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
 
 
 def test_sigterm_to_every_process_stops_the_job_and_a_restart_resumes(tansu, paced, mode):
@@ -296,7 +296,7 @@ def test_sigterm_to_every_process_stops_the_job_and_a_restart_resumes(tansu, pac
         paced["writer"].epoch(e, clicks(e))
     run_job(tansu.bootstrap, paced, 2, 10, mode)
     got = read_results(tansu.bootstrap, paced["results"])
-    assert got == expected(10), differences(got, expected(10))
+    assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
 
 
 def test_a_silent_process_is_declared_dead_by_the_heartbeat(tansu, paced):
@@ -322,7 +322,7 @@ def test_a_silent_process_is_declared_dead_by_the_heartbeat(tansu, paced):
     assert any("silent for more than 3 s" in line for line in log), "\n".join(log)
     assert silent != 0, "\n".join(log)
     got = read_results(tansu.bootstrap, paced["results"])
-    assert got == expected(10), differences(got, expected(10))
+    assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
 
 
 RECOVERABLE = os.path.join(ROOT, "tests", "jobs", "recoverable_job.py")
