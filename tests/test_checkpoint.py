@@ -298,8 +298,13 @@ def _unary_job(upto: int, args: list) -> dict:
         source.close()
         worker.run()
         return captured.by_time()
+    return _merged(timely.execute_from_args(args, build))
+
+
+def _merged(per_worker: list) -> dict:
+    """Every worker's ``captured.by_time()`` as one, each time's records sorted."""
     out: dict = {}
-    for by_time in timely.execute_from_args(args, build):
+    for by_time in per_worker:
         for t, rs in by_time.items():
             out.setdefault(t, []).extend(rs)
     return {t: sorted(rs) for t, rs in out.items()}
@@ -312,6 +317,51 @@ def test_stateful_unary_keeps_its_pending_notifications_across_a_restart(tmp_pat
     _unary_job(7, ["-w", "2", *store])
     after = _unary_job(12, ["-w", "3", *store])
     assert after == {t: rs for t, rs in whole.items() if t >= 7}
+
+
+def _churn_job(upto: int, args: list) -> dict:
+    """Every epoch changes every one of 2,000 keys: each bin is written whole every
+    few epochs (BASE_AFTER), so a store that is never compacted holds every epoch."""
+    def build(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            counts = stream.state_machine(_count, bins=4)
+            return source, counts.capture(), counts.probe()
+        source, captured, probe = worker.dataflow(dataflow)
+        for epoch in range(source.time(), upto):
+            if worker.index == 0:
+                source.send_batch([(f"k{i}", epoch) for i in range(2000)])
+            source.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(epoch + 1))   # a checkpoint per epoch
+        source.close()
+        worker.run()
+        return captured.by_time()
+    return _merged(timely.execute_from_args(args, build))
+
+
+def _entry_rows(path) -> int:
+    db = sqlite3.connect(next(path.glob("*.sqlite")))
+    try:
+        return db.execute("SELECT count(*) FROM records WHERE kind = 'E'").fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_the_store_is_compacted_as_the_job_runs_and_still_restores_exactly(tmp_path, monkeypatch):
+    """The engine compacts its checkpoint store as it writes (timely.checkpoint.compaction):
+    a long run keeps a few epochs of entries per bin, not all of them, and a restart
+    from the compacted store gives the same results as a run that never stopped."""
+    from timely.checkpoint import compaction
+    whole = _churn_job(30, ["-w", "2", "--checkpoint", "off"])
+    kept, compacted = tmp_path / "kept", tmp_path / "compacted"
+    monkeypatch.setattr(compaction, "MIN_KEYS", 10**12)
+    _churn_job(24, ["-w", "2", "--checkpoint", f"dir:{kept}"])
+    monkeypatch.setattr(compaction, "MIN_KEYS", 1)
+    monkeypatch.setattr(compaction, "GROWTH", 2)
+    _churn_job(24, ["-w", "2", "--checkpoint", f"dir:{compacted}"])
+    assert _entry_rows(compacted) * 3 < _entry_rows(kept), (_entry_rows(compacted), _entry_rows(kept))
+    after = _churn_job(30, ["-w", "2", "--checkpoint", f"dir:{compacted}"])
+    assert after == {t: rs for t, rs in whole.items() if t >= 24}
 
 
 # ---- what must be refused ------------------------------------------------------------

@@ -351,6 +351,16 @@ def test_an_unusable_store_raises_a_checkpoint_error_naming_it_promptly(backend)
     assert time.monotonic() - began < 10
 
 
+def one_base(store) -> tuple:
+    """Start incarnation "a" and write one durable base of bin 0: ``(writer, entry)``."""
+    start(store)
+    w = store.writer(0, "a")
+    base = entry("a", 0, 1, 0, 0, "base", [("k", 1)])
+    w.write(base)
+    assert w.flush(10)
+    return w, base
+
+
 def test_kafka_read_drops_a_duplicate_a_producer_retry_left(tansu):
     """A producer without idempotence may write a record twice when it retries: the
     store reads it once, so the bin's parts still fold."""
@@ -358,11 +368,7 @@ def test_kafka_read_drops_a_duplicate_a_producer_retry_left(tansu):
     namespace = f"t{uuid.uuid4().hex[:10]}"
     store = KafkaStore(tansu.bootstrap, namespace)
     try:
-        start(store)
-        w = store.writer(0, "a")
-        base = entry("a", 0, 1, 0, 0, "base", [("k", 1)])
-        w.write(base)
-        assert w.flush(10)
+        w, base = one_base(store)
         producer = Producer(producer_config(tansu.bootstrap, None))
         producer.produce(w.topic, encode(base), f"E/{OP}/0".encode(), partition=0)
         assert producer.flush(10) == 0
@@ -395,3 +401,27 @@ def test_the_models_memory_store_forgets_as_the_directory_store_does(tmp_path):
     assert gone == [4, 4]        # a: its incarnation and its entry; b: its two entries below 14
     assert restored(stores[0]) == restored(stores[1]) == ("b", 14, {0: ({"x": 3}, {})})
     stores[0].close()
+
+
+def test_kafka_read_starts_again_when_a_compaction_deletes_a_segment_meanwhile(tansu):
+    """The lowest process compacts the store while another may be reading it (a
+    rollback's restore): a segment listed by the reader and deleted before it read it
+    held nothing a restore needs, so the read starts again and gives the rest."""
+    namespace = f"t{uuid.uuid4().hex[:10]}"
+    store = KafkaStore(tansu.bootstrap, namespace, timeout=3)
+    try:
+        _, base = one_base(store)
+        gone = {**store._topics(), ("a", 7): [0]}     # listed, then deleted before it was read
+        deleted = segment_topic(namespace, "a", 7, 0)
+        calls = []
+        real = store._topics
+
+        def topics():
+            calls.append(1)
+            return gone if len(calls) == 1 else real()
+        store._topics = topics
+        assert store.read(["a"]).entries == [base]
+        assert len(calls) >= 3, "the read did not start again"
+        assert deleted not in store.admin.list_topics(timeout=10).topics
+    finally:
+        store.close()

@@ -116,6 +116,7 @@ def checkpoint_commit(scope: Any, inputs: list, ctx: Any, after: Optional[Callab
                 label, _ = waiting.pop(0)
                 if after is not None:
                     after(label - 1)
+                ctx.committed(label)
             if waiting:
                 activate(path)          # poll until the commit is durable
             elif held["final"]:

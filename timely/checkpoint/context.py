@@ -67,6 +67,8 @@ class DataflowCheckpoint:
         self.restored: Optional[RestorePoint] = None
         self.writer: Any = None
         self.interval = max(1, int(getattr(worker.config, "checkpoint_interval", 1)))
+        self._noted = 0                 # keys the binlogs had written at the last commit
+        self.last_label: Optional[int] = None   # of this worker's latest durable commit
 
     # ---- registration, while the dataflow is built -------------------------------------
     def add_state(self, op: str, states: Any, nbins: int, ack: Any, tracked: bool, minimum: int) -> None:
@@ -202,6 +204,17 @@ class DataflowCheckpoint:
             self.writer.flush(timeout)
 
     # ---- what the commit operator asks -----------------------------------------------------
+    def committed(self, label: int) -> None:
+        """This worker's commit at ``label`` is durable: tell the store's compactor what
+        the checkpoints wrote since the last one, and the keys held."""
+        self.last_label = label
+        written = sum(s.states.log.keys_written for s in self.states if s.states.log is not None)
+        compactor = self.worker.checkpoints.compactors.get(self.namespace)
+        if compactor is not None:
+            compactor.note(self.worker.index, written - self._noted,
+                           sum(s.states.keys() for s in self.states))
+        self._noted = written
+
     def ops(self) -> dict:
         return {s.op: s.nbins for s in self.states}
 

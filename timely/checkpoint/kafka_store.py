@@ -340,9 +340,22 @@ class KafkaStore:
               ) -> tuple[list, set, dict[tuple[str, int], list[tuple[int, list, bool, int]]]]:
         """Everything ``read`` and ``forget`` need: the incarnation records, the ids marked
         forgotten, and per chain its segments in order: ``(segment, records decoded,
-        closed, records in it)``."""
+        closed, records in it)``. A compaction (``forget``, on the lowest process) may
+        delete segments while this reads: it deleted only what no restore needs, so the
+        scan starts again without them."""
+        def names(chains: dict) -> set:
+            return {(chain, s) for chain, segments in chains.items() for s in segments}
+        for attempt in range(3):
+            chains = self._topics()
+            try:
+                return self._scan_once(chains, incs, want)
+            except CheckpointError:
+                if attempt == 2 or names(self._topics()) >= names(chains):
+                    raise               # nothing went away meanwhile: a real error
+        raise AssertionError("unreachable")
+
+    def _scan_once(self, chains: dict, incs: set, want: Optional[Callable[[str, int], bool]]) -> tuple:
         from confluent_kafka import Consumer
-        chains = self._topics()
         where_of = {segment_topic(self.namespace, inc, w, s): (inc, w, s)
                     for (inc, w), segments in chains.items() for s in segments}
         per_topic: dict[str, list] = {topic: [] for topic in [self.inc_topic, *where_of]}

@@ -18,6 +18,7 @@ import uuid
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
+from .compaction import Compactor
 from .records import CheckpointError, Entry, Incarnation, RestorePoint, restore_point
 from .store import DirStore, Store
 
@@ -67,10 +68,13 @@ def open_store(mode: str, namespace: str, brokers: Optional[str], options: Optio
 class Registry:
     """One process's stores and decisions (see the module docstring)."""
 
-    def __init__(self, agree: Callable[[str, Callable[[], Any]], Any]) -> None:
+    def __init__(self, agree: Callable[[str, Callable[[], Any]], Any],
+                 lead: Callable[[], bool] = lambda: True) -> None:
         self._agree = agree
+        self._lead = lead                   # this process compacts the stores (the lowest member)
         self._lock = threading.Lock()
         self.stores: dict[str, Store] = {}
+        self.compactors: dict[str, Compactor] = {}
         self.decisions: dict[str, Decision] = {}
         self._entries: dict[str, dict] = {}
         self._installed: dict[str, tuple] = {}   # a rollback's decisions, not read yet
@@ -80,6 +84,7 @@ class Registry:
             found = self.stores.get(namespace)
             if found is None:
                 found = self.stores[namespace] = open_store(mode, namespace, brokers, options)
+                self.compactors[namespace] = Compactor(found, self._lead)
             return found
 
     @staticmethod
@@ -160,6 +165,8 @@ class Registry:
 
     def close(self) -> None:
         with self._lock:
+            for compactor in self.compactors.values():
+                compactor.join(10)
             for store in self.stores.values():
                 store.close()
             self.stores.clear()

@@ -65,7 +65,7 @@ def execute_cluster(config: Any, build: Callable[[Any], Any], listener: Optional
     joining = config.join is not None
     processes = config.process + 1 if joining else config.processes
     hub = ClusterHub(config, secret, processes, config.processes, joining)
-    hub.checkpoints = Registry(hub.agree)
+    hub.checkpoints = Registry(hub.agree, lambda: hub.membership.coordinator() == hub.process)
     hub.listen(listener)
     _leave_on_sigterm(hub)          # from the start: a SIGTERM while connecting stops it too
     try:

@@ -1,0 +1,136 @@
+"""Compaction: a checkpoint store that stays about the size of the state it restores.
+
+Every checkpoint appends (deltas, and now and then a base of a bin), so a store only
+grows; a restore needs just the latest complete label of the latest incarnation: per
+bin, its last base at or before that label and what follows. ``compact`` deletes the
+rest (``Store.forget``): every incarnation older than the one the restore point is in
+(those started later are kept: a rollback may be writing one right now), and every
+entry of it labelled before its bin's last base at or before the restore point.
+
+``Compactor`` decides when, per store and process: once this process's workers have
+written ``GROWTH`` times the keys they hold since the last compaction (and at least
+``MIN_KEYS``), it compacts on a thread of its own, so the store stays within about
+``1 + GROWTH`` times the state and the cost of compacting (one read of the store) is a
+constant factor of what the checkpoints wrote, never paid on the processing path. Only
+the lowest process of the cluster compacts (``lead``), so two never delete the same
+thing.
+
+Costs: ``note`` O(1); ``compact`` two reads of the store (O(its size)) and the deletes.
+
+>>> import tempfile
+>>> from timely.checkpoint.records import Commit, Entry, Incarnation
+>>> from timely.checkpoint.store import DirStore
+>>> with tempfile.TemporaryDirectory() as d:
+...     s = DirStore(d, "job")
+...     s.start(Incarnation("a", 1, None, None, (0,)))
+...     w = s.writer(0, "a")
+...     for label, kind in [(0, "base"), (1, "delta"), (2, "base"), (3, "delta")]:
+...         _ = w.write(Entry("a", "op", 0, label, kind, 0, label, 0, 1, [("k", label)], [], []))
+...     _ = w.write(Commit("a", 3, 0))
+...     _ = w.flush(10)
+...     gone, left = compact(s), [e.label for e in s.read(["a"]).entries]
+...     s.close()
+>>> gone, left
+(2, [2, 3])
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Optional
+
+from .records import Entry, restore_point
+
+log = logging.getLogger("timely.checkpoint")
+
+#: compact once the keys written since the last compaction reach this many times the keys held
+GROWTH = 4
+#: ... and at least this many (a small state is not worth a read of the store)
+MIN_KEYS = 50_000
+
+
+def compact(store: Any) -> int:
+    """Delete what no restore can need any more (see the module); returns how many
+    records went (0 when the store has no complete checkpoint in its latest life)."""
+    contents = store.read()
+    rp = restore_point(contents.incarnations, contents.commits)
+    if rp is None or rp.inc.id != contents.incarnations[-1].id:
+        return 0
+    keep = {i.id for i in contents.incarnations if i.seq >= rp.inc.seq}
+    floors = bases_before(store.read([rp.inc.id]).entries, rp.label)
+    inc = rp.inc.id
+
+    def obsolete(e: Entry) -> bool:
+        floor = floors.get((e.op, e.bin))
+        return e.inc == inc and floor is not None and e.label < floor
+
+    return store.forget(keep, obsolete)
+
+
+def bases_before(entries: list[Entry], label: int) -> dict[tuple[str, int], int]:
+    """Per ``(op, bin)``, the label of its latest whole base at or before ``label`` (a
+    base with a part missing does not count: a restore could not use it).
+
+    >>> E = lambda label, kind, part=0, parts=1: Entry("a", "op", 0, label, kind, 0, label, part, parts, [], [], [])
+    >>> bases_before([E(0, "base"), E(4, "base", 0, 2), E(2, "delta"), E(6, "base")], 5)
+    {('op', 0): 0}
+    """
+    parts: dict[tuple, set] = {}
+    for e in entries:
+        if e.kind == "base" and e.label <= label:
+            parts.setdefault((e.op, e.bin, e.label, e.writer, e.seq, e.parts), set()).add(e.part)
+    floors: dict[tuple[str, int], int] = {}
+    for (op, b, at, _, _, n), found in parts.items():
+        if len(found) == n and at > floors.get((op, b), -1):
+            floors[(op, b)] = at
+    return floors
+
+
+class Compactor:
+    """When to compact one store, for one process (see the module)."""
+
+    def __init__(self, store: Any, lead: Callable[[], bool], growth: Optional[int] = None,
+                 min_keys: Optional[int] = None) -> None:
+        self.store = store
+        self._lead = lead
+        self.growth = GROWTH if growth is None else growth
+        self.min_keys = MIN_KEYS if min_keys is None else min_keys
+        self._written = 0
+        self._held: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        #: instruments: compactions run, records they deleted, the last one's error
+        self.runs = 0
+        self.deleted = 0
+        self.error: Optional[BaseException] = None
+
+    def note(self, worker: int, keys_written: int, keys_held: int) -> None:
+        """Worker ``worker`` of this process wrote ``keys_written`` more keys to the store
+        and holds ``keys_held``; compact (on a thread) if that makes it due."""
+        with self._lock:
+            self._written += keys_written
+            self._held[worker] = keys_held
+            if self._written < max(self.min_keys, self.growth * sum(self._held.values())):
+                return
+            if self._thread is not None and self._thread.is_alive() or not self._lead():
+                return
+            self._written = 0
+            self._thread = threading.Thread(target=self._run, name=f"compact {self.store.namespace}",
+                                            daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            gone = compact(self.store)
+        except Exception as e:      # unreachable, closed: nothing is lost, the next note tries again
+            self.error = e
+            log.warning("compacting checkpoints of %s failed: %s", self.store.namespace, e)
+            return
+        self.runs += 1
+        self.deleted += gone
+        log.info("compacted checkpoints of %s: %d records deleted", self.store.namespace, gone)
+
+    def join(self, timeout: float) -> None:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
