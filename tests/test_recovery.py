@@ -218,6 +218,45 @@ def test_survivors_of_a_sigkill_roll_back_and_finish_exactly(tansu, paced, mode,
     assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
 
 
+def committed_offsets(brokers: str, group: str, topic: str) -> dict[int, int]:
+    """The consumer group's committed offset of each partition of ``topic`` that has one."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer(consumer_config(brokers, group, None))
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    finally:
+        consumer.close()
+    return {c.partition: c.offset for c in found if c.offset >= 0}
+
+
+def test_a_crash_before_any_checkpoint_completes_restores_the_start_of_the_life(tansu, paced, mode):
+    """Process 1 acknowledges its state but never writes a commit (it dies inside the
+    commit window, as a loaded machine makes likely: the failpoint holds it there), while
+    the others commit their partitions' offsets. When it is SIGKILLed no checkpoint but
+    the start of the job is complete: the survivors restore that start (where every
+    source began), not the consumer group's offsets, and every total is exact."""
+    import signal
+    import time
+    extra = ["--brokers", tansu.bootstrap, "--clicks", paced["clicks"], "--results", paced["results"],
+             "--group", paced["group"], "--epochs", "10", "--bins", "16", "--timeout", "20", *mode]
+    with LocalCluster([DATAFLOW], slots=3, extra=extra, env={"TIMELY_FAILPOINT": "commit-stall:1"}) as cluster:
+        cluster.start(3)
+        wait_for_epochs(tansu.bootstrap, paced["results"], 2, cluster)
+        deadline = time.monotonic() + 60
+        while not committed_offsets(tansu.bootstrap, paced["group"], paced["clicks"]):
+            assert time.monotonic() < deadline, "\n".join(cluster.interleaved())
+            time.sleep(0.1)
+        cluster.kill(cluster.processes[1], signal.SIGKILL)
+        for e in range(3, 10):
+            paced["writer"].epoch(e, clicks(e))
+        codes = [p.wait(120) for p in cluster.processes]
+        log = cluster.interleaved()
+    assert codes == [0, -signal.SIGKILL, 0], "\n".join(log)
+    got = read_results(tansu.bootstrap, paced["results"])
+    assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
+    assert any("restored at 0 " in line for line in log), "\n".join(log)
+
+
 def test_a_replacement_started_with_the_same_arguments_joins_and_gets_bins_back(tansu, paced, mode):
     """Process 1 of 3 is SIGKILLed; the survivors roll back and go on; a replacement
     started with process 1's own arguments finds the cluster running, joins it as a

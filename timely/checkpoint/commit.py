@@ -17,9 +17,15 @@ inputs are exhausted and everything is committed.
 
 Costs: per activation O(inputs); per boundary one small record per worker and one
 ``after``.
+
+A failpoint for tests of a crash inside the commit window: with
+``TIMELY_FAILPOINT=commit-stall:P`` in its environment, process P acknowledges its
+state as usual but never writes a commit (so it never commits its source offsets
+either), as a process does that dies between the two.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Optional
 
 from .binlog import END
@@ -48,6 +54,19 @@ def _sources_shape(sources: list) -> dict:
     return shape
 
 
+def _stalled(worker: Any) -> bool:
+    """Whether the ``commit-stall`` failpoint names this worker's process."""
+    kind, _, process = os.environ.get("TIMELY_FAILPOINT", "").partition(":")
+    hub = getattr(worker.allocator, "hub", None)
+    return kind == "commit-stall" and process.isdigit() and int(process) == getattr(hub, "process", 0)
+
+
+def commit_record(ctx: Any, label: int, worker: int) -> Commit:
+    """This worker's ``Commit`` at ``label`` for the dataflow of checkpoint context ``ctx``."""
+    return Commit(ctx.inc, label, worker, positions_at(ctx.sources, label), _sources_shape(ctx.sources),
+                  ctx.ops())
+
+
 def checkpoint_commit(scope: Any, inputs: list, ctx: Any, after: Optional[Callable[[Optional[int]], None]] = None,
                       name: str = "CheckpointCommit", holds: Optional[Callable[[], bool]] = None,
                       done: Optional[Callable[[], None]] = None) -> None:
@@ -62,6 +81,7 @@ def checkpoint_commit(scope: Any, inputs: list, ctx: Any, after: Optional[Callab
     path = builder.path
     worker.rescale_listeners.append(lambda: activate(path))
     ctx.add_commit(builder.name)
+    stalled = _stalled(worker)
 
     def constructor(caps):
         # Held until every input is exhausted, so the last commit happens before the
@@ -91,11 +111,11 @@ def checkpoint_commit(scope: Any, inputs: list, ctx: Any, after: Optional[Callab
                     done()
 
         def commit(label: int) -> None:
-            sources = ctx.sources
-            record = Commit(ctx.inc, label, worker.index, positions_at(sources, label),
-                            _sources_shape(sources), ctx.ops())
-            held["waiting"].append((label, ctx.writer.write(record)))
             held["last"] = label
+            if stalled:
+                return
+            record = commit_record(ctx, label, worker.index)
+            held["waiting"].append((label, ctx.writer.write(record)))
 
         def checkpointed() -> None:
             start = ctx.restored.label if ctx.restored is not None else scope.minimum
@@ -138,4 +158,4 @@ def checkpoint_commit(scope: Any, inputs: list, ctx: Any, after: Optional[Callab
     builder.build(constructor)
 
 
-__all__ = ["checkpoint_commit", "positions_at", "END"]
+__all__ = ["checkpoint_commit", "commit_record", "positions_at", "END"]

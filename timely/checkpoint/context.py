@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable, Optional
 
 from .binlog import BinLog
-from .commit import checkpoint_commit
+from .commit import checkpoint_commit, commit_record
 from .records import CheckpointError, CheckpointMissing, RestorePoint, fold_bin
 from .registry import paused_gc
 
@@ -142,6 +142,13 @@ class DataflowCheckpoint:
                 bin.state = binlog.adopt(bin.state)
             s.states.log = binlog
             binlog.start(label)
+        if self.restored is None:
+            # A fresh life's start is a checkpoint too: its empty bins, and where its
+            # sources began. Written after the bases, so durable after them. Without it,
+            # a crash before the first complete checkpoint left no restore point, and the
+            # survivors started afresh from the consumer group's offsets, which the
+            # workers that had committed their partitions had moved on: wrong totals.
+            self.writer.write(commit_record(self, label, worker.index))
         for handle in self.inputs:
             handle.restart_at(label)
         done = time.perf_counter()
@@ -175,11 +182,14 @@ class DataflowCheckpoint:
                                   f"{sorted(mine.items())}: restore it with the program that wrote it, "
                                   f"or start afresh under another --checkpoint-name")
         entries = registry.entries(self.namespace)
+        # the start of a fresh life: a bin whose worker wrote no base yet was empty there
+        first = rp.inc.parent is None and rp.label == self.scope.minimum
         with paused_gc():
             for s in self.states:
                 for b, bin in s.states.bins.items():
                     where = f"checkpoint {self.namespace!r} incarnation {rp.inc.id}: {s.op} bin {b}"
-                    state, pending = fold_bin(entries.get((s.op, b), []), rp.label, where)
+                    found = entries.get((s.op, b), [])
+                    state, pending = ({}, {}) if first and not found else fold_bin(found, rp.label, where)
                     bin.state = state
                     bin.pending = pending
                     s.states.restored_pending(b, pending)
