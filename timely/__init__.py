@@ -14,6 +14,7 @@ from .dataflow.capability import Capability, CapabilityError
 from .dataflow.channels import Exchange, Pipeline
 from .dataflow.operators import Captured, InputHandle, ProbeHandle
 from .execute import execute, execute_from_args
+from .visualize import visualize
 from .worker import Worker, WorkerAborted
 
 try:
@@ -27,4 +28,4 @@ except ImportError as _missing:          # the [kafka] extra (confluent-kafka, o
 __version__ = "0.1.0"
 __all__ = ["Capability", "CapabilityError", "Captured", "Config", "ConfigError",
            "Exchange", "InputHandle", "Pipeline", "ProbeHandle", "Worker", "WorkerAborted",
-           "execute", "execute_from_args"]
+           "execute", "execute_from_args", "visualize"]

@@ -68,8 +68,8 @@ class Scope(Extensible):
     def add_child(self, operator: Any, index: int) -> None:
         self.subgraph.add_child(operator, index)
 
-    def connect(self, source: Source, target: Target) -> None:
-        self.subgraph.connect(source, target)
+    def connect(self, source: Source, target: Target, pact: Any = None) -> None:
+        self.subgraph.connect(source, target, pact)
 
     def operator(self, name: str) -> OperatorBuilder:
         """An OperatorBuilder for a new operator in this scope."""

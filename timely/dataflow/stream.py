@@ -35,7 +35,7 @@ class Stream(Extensible):
         channel = worker.new_identifier()
         pusher, puller = pact.connect(worker, channel, path)
         self.tee.pushers.append(pusher)
-        self.scope.connect(self.source, target)
+        self.scope.connect(self.source, target, pact)
         return puller
 
     def __repr__(self) -> str:

@@ -126,6 +126,9 @@ class SubgraphBuilder:
         self.children: list[Optional[PerOperatorState]] = [None]
         self.child_count = 1
         self.edge_stash: list[tuple[Source, Target]] = []
+        #: the pact each input was connected with (none for an edge across the scope's
+        #: boundary): kept only to describe the dataflow (timely.visualize)
+        self.pacts: dict[Target, Any] = {}
         self.input_messages: list[ChangeBatch] = []   # per scope input, counts entering
         self.outputs = 0
 
@@ -136,8 +139,10 @@ class SubgraphBuilder:
     def add_child(self, operator: Any, index: int) -> None:
         self.children.append(PerOperatorState(operator, index))
 
-    def connect(self, source: Source, target: Target) -> None:
+    def connect(self, source: Source, target: Target, pact: Any = None) -> None:
         self.edge_stash.append((source, target))
+        if pact is not None:
+            self.pacts[target] = pact
 
     def new_input(self) -> tuple[int, ChangeBatch]:
         counter = ChangeBatch()
@@ -198,6 +203,7 @@ class Subgraph:
         self.incomplete[0] = False
         self.incomplete_count = len(children) - 1
         self.input_messages = b.input_messages
+        self.pacts = b.pacts
         self.output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
         self.local_pointstamp = ChangeBatch()
         self.final_pointstamp = ChangeBatch()
