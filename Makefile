@@ -4,6 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
+SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: test run demos bench build clean
 
@@ -17,11 +19,19 @@ $(STAMP): $(PY) pyproject.toml setup.py
 	$(PIP) install -q -e ".[test,bench]"
 	touch $(STAMP)
 
+# Debian's Chromium for the status page's browser tests (tests/browser.py drives it with
+# Playwright, which never downloads a browser). Installed only when missing.
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "the browser tests need Chromium at $(CHROMIUM); there is no apt-get here to install Debian's 'chromium' package"; exit 2; }
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+	@test -x $(CHROMIUM) || { echo "apt-get installed chromium, yet $(CHROMIUM) is missing"; exit 2; }
+
 # Rebuild the extensions whenever a .pyx/.pxd changes (editable installs do not).
 build: $(STAMP)
 	$(PY) setup.py -q build_ext --inplace
 
-test: build
+test: build $(CHROMIUM)
 	$(PY) -c "import timely.progress as p, timely.hashing as h, timely.megaphone.bins as b, timely.dataflow.exchange as x, timely.communication.codec as c, timely.checkpoint.tracked as t, timely.checkpoint.binlog as l; assert p.implementation() == h.IMPLEMENTATION == b.IMPLEMENTATION == x.IMPLEMENTATION == c.IMPLEMENTATION == t.IMPLEMENTATION == l.IMPLEMENTATION == 'cython', 'Cython twins did not build'"
 	$(PY) -m pytest
 

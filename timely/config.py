@@ -75,6 +75,9 @@ class Config:
     checkpoint: str = "auto"
     checkpoint_interval: int = 1          # a checkpoint at every multiple of N epochs
     checkpoint_name: Optional[str] = None  # the store's namespace (default: source group + dataflow)
+    # process p serves Prometheus metrics and the status page on port metrics_port + p
+    # (timely.metrics); 0: off
+    metrics_port: int = 0
     extra: list[str] = dataclasses.field(default_factory=list)  # arguments not ours
 
     def validate(self) -> "Config":
@@ -115,6 +118,9 @@ class Config:
                               f"got {self.checkpoint_interval!r}")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
+        if type(self.metrics_port) is not int or not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metrics_port must be a TCP port (1-65535), or 0 for no metrics, "
+                              f"got {self.metrics_port!r}")
         if self.join is not None:
             if self.nn is None:
                 raise ConfigError("joining (--join B) needs --nn, the number of processes once joined")
@@ -200,6 +206,7 @@ class Config:
         parser.add_argument("--checkpoint")
         parser.add_argument("--checkpoint-interval", dest="checkpoint_interval", type=int)
         parser.add_argument("--checkpoint-name", dest="checkpoint_name")
+        parser.add_argument("--metrics-port", dest="metrics_port", type=int)
         try:
             args, extra = parser.parse_known_args(list(argv))
         except SystemExit:
@@ -221,6 +228,7 @@ class Config:
                                 ("checkpoint", "TIMELY_CHECKPOINT", str),
                                 ("worker_mode", "TIMELY_WORKER_MODE", str),
                                 ("checkpoint_interval", "TIMELY_CHECKPOINT_INTERVAL", int),
+                                ("metrics_port", "TIMELY_METRICS_PORT", int),
                                 ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):
             if name in env:
                 try:

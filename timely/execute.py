@@ -19,6 +19,7 @@ import uuid
 from typing import Any, Callable, Sequence
 
 from .communication.cluster import execute_cluster, execute_forked, workers_as_processes
+from .communication.cluster.start import serve_metrics
 from .communication.kafka import KafkaProgress, progress_prefix
 from .communication.thread import ProcessHub
 from .checkpoint.registry import Registry
@@ -35,15 +36,23 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
         return execute_forked(config, build)
     hub = ProcessHub(config.workers)
     hub.checkpoints = Registry(hub.agree)
-    abort = hub.abort
-    results: list[Any] = [None] * config.workers
-    errors: list[BaseException] = []
     if config.progress_mode == "kafka":
         everyone = list(range(config.workers))
         hub.kafka = KafkaProgress(config, hub, everyone, everyone, joining=False,
                                   prefix=progress_prefix(config, uuid.uuid4().hex[:8]))
 
-    workers = [Worker(config, hub.allocator(i), abort) for i in range(config.workers)]
+    workers = [Worker(config, hub.allocator(i), hub.abort) for i in range(config.workers)]
+    metrics = serve_metrics(config, 0, workers, None)
+    try:
+        return _run(config, build, hub, workers)
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _run(config: Config, build: Callable[[Worker], Any], hub: ProcessHub, workers: list[Worker]) -> list[Any]:
+    results: list[Any] = [None] * config.workers
+    errors: list[BaseException] = []
     if config.check_progress:
         lock = threading.RLock()
         for worker in workers:

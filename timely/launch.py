@@ -23,6 +23,28 @@ import time
 from typing import Optional, Sequence
 
 
+def free_port_range(n: int) -> int:
+    """A port p such that p .. p + n - 1 were all free on 127.0.0.1 a moment ago (what
+    ``--metrics-port`` needs: process i serves on p + i)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        socks = []
+        try:
+            for i in range(n):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port + i))
+            return port
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1")
+
+
 def free_ports(n: int) -> list[int]:
     """``n`` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
     socks, ports = [], []

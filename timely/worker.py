@@ -115,6 +115,13 @@ class Worker:
         #: start again, then rebuilt (``rebuild_indices``)
         self.recovering = False
         self.rebuild_indices: list[int] = []
+        #: with metrics on, what each dataflow measures (timely.metrics.instruments)
+        self.instruments: dict[int, Any] = {}
+        #: rollbacks after a crash this worker took part in, and the last one's seconds
+        #: from dropping its dataflows to running them again
+        self.rollbacks = 0
+        self.recovery_seconds: Optional[float] = None
+        self.suspended_at = 0.0
         #: this process's checkpoint stores, shared by its workers (timely.checkpoint.registry)
         self.checkpoints = allocator.hub.checkpoints
         #: called after each rescale event is applied (the rebalancers' activators)
@@ -181,6 +188,9 @@ class Worker:
         self._dataflows[index] = subgraph
         for nested in subgraphs(subgraph):
             self._scope_of_channel[nested.progcaster.channel] = nested
+        if self.config.metrics_port:
+            from .metrics.instruments import instrument
+            instrument(self, index, subgraph, minimum)
         return result
 
     def rebuild_dataflow(self, index: int) -> None:

@@ -19,6 +19,7 @@ Costs: pulling or giving a batch O(1) (+ the channel's routing); notificator
 """
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ..progress import ChangeBatch, MutableAntichain
@@ -33,13 +34,15 @@ from .stream import Stream
 class InputPort:
     """An operator input: received batches and the input's frontier."""
 
-    __slots__ = ("_puller", "_consumed", "_internals", "frontier")
+    __slots__ = ("_puller", "_consumed", "_internals", "frontier", "count", "messages")
 
     def __init__(self, puller: Any, consumed: ChangeBatch, internals: Sequence) -> None:
         self._puller = puller
         self._consumed = consumed
         self._internals = internals
         self.frontier = MutableAntichain()
+        self.count = 0              # instruments (timely.metrics): records and batches pulled
+        self.messages = 0
 
     def __iter__(self) -> Iterator[tuple[InputCapability, list]]:
         """Yield ``(capability, records)`` for every batch received, consuming them."""
@@ -52,6 +55,8 @@ class InputPort:
                 return
             time, records = message
             consumed.update(time, len(records))
+            self.count += len(records)
+            self.messages += 1
             yield InputCapability(time, internals), records
 
     def batches(self) -> Iterator[tuple[Any, list]]:
@@ -63,6 +68,8 @@ class InputPort:
             if message is None:
                 return
             consumed.update(message[0], len(message[1]))
+            self.count += len(message[1])
+            self.messages += 1
             yield message
 
     def drain(self) -> list[tuple[Any, list]]:
@@ -72,13 +79,15 @@ class InputPort:
 class OutputPort:
     """An operator output: give batches at times you hold a capability for."""
 
-    __slots__ = ("_tee", "_internal", "_buffer_time", "_buffer")
+    __slots__ = ("_tee", "_internal", "_buffer_time", "_buffer", "count", "messages")
 
     def __init__(self, tee: Tee, internal: ChangeBatch) -> None:
         self._tee = tee
         self._internal = internal
         self._buffer_time: Any = None
         self._buffer: list = []
+        self.count = 0              # instruments (timely.metrics): records and batches given
+        self.messages = 0
 
     def _time_of(self, cap: Any) -> Any:
         if getattr(cap, "is_pending", False):
@@ -98,6 +107,8 @@ class OutputPort:
                 raise CapabilityError(f"capability at {t!r} cannot send at {time!r}")
             t = time
         self.flush()
+        self.count += len(records)
+        self.messages += 1
         self._tee.give(t, records)
 
     def give(self, cap: Any, record: Any) -> None:
@@ -113,11 +124,15 @@ class OutputPort:
     def flush(self) -> None:
         if self._buffer:
             records, self._buffer = self._buffer, []
+            self.count += len(records)
+            self.messages += 1
             self._tee.give(self._buffer_time, records)
         self._buffer_time = None
 
     def give_unchecked(self, time: Any, records: list) -> None:
         """For operators whose consumed input justifies the output in the same step."""
+        self.count += len(records)
+        self.messages += 1
         self._tee.give(time, records)
 
 
@@ -184,9 +199,13 @@ class FrontierNotificator:
 
 
 class OperatorCore:
-    """A built operator as its scope sees it (implements Operate)."""
+    """A built operator as its scope sees it (implements Operate). With metrics on
+    (``timely.metrics``), ``timed`` makes it add up the time its logic is scheduled, and
+    ``clock`` hears of its input frontiers' moves."""
 
     local = True
+    timed = False
+    clock: Any = None
 
     def __init__(self, name: str, inputs: list[InputPort], outputs: list[OutputPort],
                  summary: list, shared: SharedProgress, peers: int, minimum: Any,
@@ -207,6 +226,8 @@ class OperatorCore:
         self._activations = activations
         self.notify = notify
         self.logic: Optional[Callable[[], Any]] = None
+        self.seconds = 0.0
+        self.schedules = 0
 
     def get_internal_summary(self) -> tuple[list, SharedProgress]:
         self._activations.activate(self.path)
@@ -220,11 +241,24 @@ class OperatorCore:
         self._accept_frontiers()
 
     def _accept_frontiers(self) -> None:
+        moved = False
         for port, changes in zip(self._in, self.shared_progress.frontiers):
             if changes.unstable_len():
                 port.frontier.update_iter(changes.drain())
+                moved = True
+        if moved and self.clock is not None:
+            self.clock.moved()
 
     def schedule(self) -> bool:
+        if self.timed:
+            started = perf_counter()
+            self._schedule()
+            self.seconds += perf_counter() - started
+            self.schedules += 1
+            return False
+        return self._schedule()
+
+    def _schedule(self) -> bool:
         self._accept_frontiers()
         logic = self.logic
         if logic is not None:

@@ -36,6 +36,7 @@ O(state)).
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Optional
 
 from ..communication.errors import ClusterError
@@ -76,6 +77,7 @@ def suspend(worker: Any, message: Any) -> None:
                 ctx.teardown()
             drop_dataflow(worker, index)
         worker.recovering = True
+        worker.suspended_at = time.monotonic()
         log.info("worker %d dropped dataflows %s: waiting for the survivors to agree where to "
                  "start again", worker.index, worker.rebuild_indices)
     worker.allocator.remove_process(message.process)
@@ -119,3 +121,5 @@ def rebuild(worker: Any, message: Any) -> None:
              worker.rebuild_indices, list(workers), round_)
     worker.rebuild_indices = []
     worker.recovering = False
+    worker.rollbacks += 1
+    worker.recovery_seconds = time.monotonic() - worker.suspended_at

@@ -66,6 +66,25 @@ def execute_cluster(config: Any, build: Callable[[Any], Any], listener: Optional
     processes = config.process + 1 if joining else config.processes
     hub = ClusterHub(config, secret, processes, config.processes, joining)
     hub.checkpoints = Registry(hub.agree, lambda: hub.membership.coordinator() == hub.process)
+    workers: list = []              # the metrics server reads them once they exist
+    metrics = serve_metrics(config, config.process, workers, hub)
+    try:
+        return _run(config, build, hub, listener, processes, workers)
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def serve_metrics(config: Any, process: int, workers: list, hub: Any) -> Any:
+    """Process ``process``'s metrics server (timely.metrics), if ``--metrics-port`` asks."""
+    if not config.metrics_port:
+        return None
+    from ...metrics.server import serve
+    return serve(config, process, workers, hub)
+
+
+def _run(config: Any, build: Callable[[Any], Any], hub: ClusterHub, listener: Optional[socket.socket],
+         processes: int, workers: list) -> list[Any]:
     hub.listen(listener)
     _leave_on_sigterm(hub)          # from the start: a SIGTERM while connecting stops it too
     try:
@@ -87,7 +106,7 @@ def execute_cluster(config: Any, build: Callable[[Any], Any], listener: Optional
         hub.stop_accepting()
     results: list[Any] = [None] * config.workers
     errors: list[BaseException] = []
-    workers = [Worker(config, hub.allocator(i), hub.abort) for i in range(config.workers)]
+    workers.extend(Worker(config, hub.allocator(i), hub.abort) for i in range(config.workers))
     hub.membership.started()
 
     def run(local: int) -> None:

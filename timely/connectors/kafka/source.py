@@ -101,6 +101,9 @@ class KafkaSourceState:
         self._dlq = None
         self.records = 0            # events given to the dataflow
         self.dead_letters = 0
+        #: with metrics on: each partition's end offset as last fetched (None: not tracked)
+        self.ends: Optional[dict] = None
+        self._ends_at = 0.0
 
     def _assign(self, resume: dict) -> None:
         """Read this worker's partitions from ``starts``; where ``resume`` has the offset
@@ -127,12 +130,28 @@ class KafkaSourceState:
         """Messages from the broker (errors other than end-of-partition raise)."""
         from confluent_kafka import KafkaError
         messages = self.consumer.consume(batch_size, timeout)
+        if self.ends is not None and time.monotonic() >= self._ends_at:
+            self._read_ends()
         for m in messages:
             error = m.error()
             if error is not None and error.code() != KafkaError._PARTITION_EOF:
                 raise ConnectorError(f"reading {m.topic()}[{m.partition()}] from "
                                      f"{brokers_string(self.brokers)}: {error.str()}")
         return messages
+
+    def _read_ends(self) -> None:
+        """The high watermarks the consumer last fetched, for the metrics' lag: read here,
+        on the worker's thread, since a call on the consumer from another thread waits
+        for the consumer's lock, which its polls hold."""
+        from confluent_kafka import TopicPartition
+        self._ends_at = time.monotonic() + 1.0
+        for tp in list(self.parts):
+            try:
+                end = self.consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)[1]
+            except Exception:           # noqa: BLE001 - nothing fetched yet: no figure
+                continue
+            if end is not None and end >= 0:
+                self.ends[tp] = end
 
     def decode(self, topic: str, partition: int, records: list) -> list:
         """The events of ``records`` [(offset, value, rows)], bad ones to the dead-letter
@@ -283,6 +302,8 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     state = KafkaSourceState(brokers, topics, group_id, starting_offsets, add_config, fmt,
                              worker.index, workers, dead_letter_topic, end_epoch,
                              resume_at_marker=epochs == "markers")
+    if worker.config.metrics_port:
+        state.ends = {}
     _sources(worker)[(scope.path, stream.source.node)] = state
     worker.checkpoint_context.add_source(state)
 
