@@ -360,6 +360,19 @@ def test_the_store_is_compacted_as_the_job_runs_and_still_restores_exactly(tmp_p
     monkeypatch.setattr(compaction, "GROWTH", 2)
     _churn_job(24, ["-w", "2", "--checkpoint", f"dir:{compacted}"])
     assert _entry_rows(compacted) * 3 < _entry_rows(kept), (_entry_rows(compacted), _entry_rows(kept))
+    # what is left is what a restore needs: per bin, its latest base and what follows
+    from timely.checkpoint.compaction import bases_before
+    from timely.checkpoint.records import restore_point
+    from timely.checkpoint.store import DirStore
+    store = DirStore(str(compacted), next(compacted.glob("*.sqlite")).stem)
+    try:
+        contents = store.read()
+        rp = restore_point(contents.incarnations, contents.commits)
+        heads = store.read([rp.inc.id], heads=True).entries
+    finally:
+        store.close()
+    floors = bases_before(heads, rp.label)
+    assert len(floors) == 4 and all(h.label >= floors[(h.op, h.bin)] for h in heads), (rp.label, floors)
     after = _churn_job(30, ["-w", "2", "--checkpoint", f"dir:{compacted}"])
     assert after == {t: rs for t, rs in whole.items() if t >= 24}
 

@@ -10,12 +10,15 @@ entry of it labelled before its bin's last base at or before the restore point.
 ``Compactor`` decides when, per store and process: once this process's workers have
 written ``GROWTH`` times the keys they hold since the last compaction (and at least
 ``MIN_KEYS``), it compacts on a thread of its own, so the store stays within about
-``1 + GROWTH`` times the state and the cost of compacting (one read of the store) is a
-constant factor of what the checkpoints wrote, never paid on the processing path. Only
+``1 + GROWTH`` times the state and the cost of compacting (reading the store's record
+heads) is a constant factor of what the checkpoints wrote, never paid on the processing
+path; when the job ends (``finish``) what was written since (``MIN_KEYS`` at least) is
+compacted too. Only
 the lowest process of the cluster compacts (``lead``), so two never delete the same
 thing.
 
-Costs: ``note`` O(1); ``compact`` two reads of the store (O(its size)) and the deletes.
+Costs: ``note`` O(1); ``compact`` two reads of the store (O(its records): only each
+entry's head is decoded, never its keys) and the deletes.
 
 >>> import tempfile
 >>> from timely.checkpoint.records import Commit, Entry, Incarnation
@@ -39,7 +42,7 @@ import logging
 import threading
 from typing import Any, Callable, Optional
 
-from .records import Entry, restore_point
+from .records import restore_point
 
 log = logging.getLogger("timely.checkpoint")
 
@@ -57,32 +60,30 @@ def compact(store: Any) -> int:
     if rp is None or rp.inc.id != contents.incarnations[-1].id:
         return 0
     keep = {i.id for i in contents.incarnations if i.seq >= rp.inc.seq}
-    floors = bases_before(store.read([rp.inc.id]).entries, rp.label)
+    floors = bases_before(store.read([rp.inc.id], heads=True).entries, rp.label)
     inc = rp.inc.id
 
-    def obsolete(e: Entry) -> bool:
+    def obsolete(e: Any) -> bool:
         floor = floors.get((e.op, e.bin))
         return e.inc == inc and floor is not None and e.label < floor
 
     return store.forget(keep, obsolete)
 
 
-def bases_before(entries: list[Entry], label: int) -> dict[tuple[str, int], int]:
-    """Per ``(op, bin)``, the label of its latest whole base at or before ``label`` (a
-    base with a part missing does not count: a restore could not use it).
+def bases_before(entries: list, label: int) -> dict[tuple[str, int], int]:
+    """Per ``(op, bin)``, the label of its latest base at or before ``label``, from the
+    entries' heads (``EntryHead``). A base a restore at ``label`` could not use (a part
+    lost) can only be one whose writer never made ``label`` durable, and then its later
+    entries are missing too: the restore fails on them, with or without compaction.
 
-    >>> E = lambda label, kind, part=0, parts=1: Entry("a", "op", 0, label, kind, 0, label, part, parts, [], [], [])
-    >>> bases_before([E(0, "base"), E(4, "base", 0, 2), E(2, "delta"), E(6, "base")], 5)
+    >>> from timely.checkpoint.records import EntryHead as H
+    >>> bases_before([H("a", "op", 0, 0, "base"), H("a", "op", 0, 2, "delta"), H("a", "op", 0, 6, "base")], 5)
     {('op', 0): 0}
     """
-    parts: dict[tuple, set] = {}
-    for e in entries:
-        if e.kind == "base" and e.label <= label:
-            parts.setdefault((e.op, e.bin, e.label, e.writer, e.seq, e.parts), set()).add(e.part)
     floors: dict[tuple[str, int], int] = {}
-    for (op, b, at, _, _, n), found in parts.items():
-        if len(found) == n and at > floors.get((op, b), -1):
-            floors[(op, b)] = at
+    for e in entries:
+        if e.kind == "base" and e.label <= label and e.label > floors.get((e.op, e.bin), -1):
+            floors[(e.op, e.bin)] = e.label
     return floors
 
 
@@ -130,7 +131,15 @@ class Compactor:
         self.deleted += gone
         log.info("compacted checkpoints of %s: %d records deleted", self.store.namespace, gone)
 
-    def join(self, timeout: float) -> None:
+    def finish(self, timeout: float) -> None:
+        """The job's stores close: wait for a compaction under way, then compact what was
+        written since, so a finished job leaves its store as small as a restore allows."""
         thread = self._thread
         if thread is not None:
             thread.join(timeout)
+        with self._lock:
+            due = (self._written >= self.min_keys and self._lead()
+                   and (thread is None or not thread.is_alive()))
+            self._written = 0
+        if due:
+            self._run()

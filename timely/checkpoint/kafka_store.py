@@ -72,8 +72,8 @@ from broker.client import (BrokerError, connect_admin, consumer_config, describe
                            producer_config)
 
 from ..connectors.client import Brokers, ConnectorError, brokers_string, scan
-from .records import (CheckpointCorrupt, CheckpointError, Commit, Entry, Incarnation, complete_labels,
-                      decode, encode)
+from .records import (CheckpointCorrupt, CheckpointError, Commit, Entry, EntryHead, Incarnation,
+                      complete_labels, decode, encode, entry_head)
 from .store import Contents, TicketWriter, _Tickets, wait_durable
 
 #: checkpoint topics keep everything until ``forget`` deletes them whole
@@ -336,7 +336,7 @@ class KafkaStore:
         self._writers.append(w)
         return w
 
-    def _scan(self, incs: set, want: Optional[Callable[[str, int], bool]],
+    def _scan(self, incs: set, want: Optional[Callable[[str, int], bool]], heads: bool = False,
               ) -> tuple[list, set, dict[tuple[str, int], list[tuple[int, list, bool, int]]]]:
         """Everything ``read`` and ``forget`` need: the incarnation records, the ids marked
         forgotten, and per chain its segments in order: ``(segment, records decoded,
@@ -348,13 +348,14 @@ class KafkaStore:
         for attempt in range(3):
             chains = self._topics()
             try:
-                return self._scan_once(chains, incs, want)
+                return self._scan_once(chains, incs, want, heads)
             except CheckpointError:
                 if attempt == 2 or names(self._topics()) >= names(chains):
                     raise               # nothing went away meanwhile: a real error
         raise AssertionError("unreachable")
 
-    def _scan_once(self, chains: dict, incs: set, want: Optional[Callable[[str, int], bool]]) -> tuple:
+    def _scan_once(self, chains: dict, incs: set, want: Optional[Callable[[str, int], bool]],
+                   heads: bool) -> tuple:
         from confluent_kafka import Consumer
         where_of = {segment_topic(self.namespace, inc, w, s): (inc, w, s)
                     for (inc, w), segments in chains.items() for s in segments}
@@ -385,7 +386,8 @@ class KafkaStore:
                             per_topic[topic].append(_decoded(m.value(), at, Commit))
                         elif key.startswith(_ENTRY):
                             if where_of[topic][0] in incs and (want is None or want(*_key_bin(key, at))):
-                                per_topic[topic].append(_decoded(m.value(), at, Entry))
+                                per_topic[topic].append(entry_head(m.value() or b"", at) if heads
+                                                        else _decoded(m.value(), at, Entry))
                         else:
                             raise CheckpointCorrupt(f"a checkpoint record at {at} has an unknown key {key!r}")
                         counts[topic] += 1
@@ -406,10 +408,11 @@ class KafkaStore:
         return incarnations, forgotten, segments
 
     def read(self, incs: Optional[Iterable[str]] = None,
-             want: Optional[Callable[[str, int], bool]] = None) -> Contents:
+             want: Optional[Callable[[str, int], bool]] = None, heads: bool = False) -> Contents:
         """Every incarnation (write order) and commit; the entries of ``incs`` (None:
-        none) that ``want(op, bin)`` accepts (None: all), each chain in write order."""
-        incarnations, forgotten, segments = self._scan(set(incs or ()), want)
+        none) that ``want(op, bin)`` accepts (None: all), each chain in write order (as
+        ``EntryHead``s if ``heads``: their keys not decoded)."""
+        incarnations, forgotten, segments = self._scan(set(incs or ()), want, heads)
         out = Contents(incarnations=[i for i in incarnations if i.id not in forgotten])
         seen: set = set()
         for (inc, _), chain in segments.items():
@@ -419,6 +422,9 @@ class KafkaStore:
                 for r in records:
                     if isinstance(r, Commit):
                         out.commits.append(r)
+                        continue
+                    if heads:                       # a duplicate changes no decision on heads
+                        out.entries.append(r)
                         continue
                     identity = (r.inc, r.op, r.writer, r.seq, r.part)
                     if identity not in seen:        # a duplicate a producer retry left
@@ -432,7 +438,7 @@ class KafkaStore:
         and the closed segments of the others that hold only entries ``obsolete``
         accepts and commits superseded by a later complete label. Returns how many
         records went: those of the deleted topics plus the incarnation records marked."""
-        incarnations, forgotten, segments = self._scan(set(keep), None)
+        incarnations, forgotten, segments = self._scan(set(keep), None, heads=True)
         gone = 0
         dropped = sorted({i.id for i in incarnations if i.id not in keep and i.id not in forgotten})
         if dropped:
@@ -451,7 +457,7 @@ class KafkaStore:
         live = {w.topic for w in self._writers}
 
         def needless(r: Any) -> bool:
-            if isinstance(r, Entry):
+            if isinstance(r, EntryHead):
                 return obsolete(r)
             top = latest.get(r.inc)
             return top is not None and r.label < top and (r.inc, r.label) not in floors

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, NamedTuple, Optional
 
 import msgpack
 
@@ -148,6 +148,38 @@ def decode(data: bytes, where: str = "") -> Any:
         raise
     except Exception as e:  # noqa: BLE001 - any decoding failure is a corrupt record
         raise CheckpointCorrupt(f"a checkpoint record{at} does not decode: {e}") from None
+
+
+class EntryHead(NamedTuple):
+    """What compaction reads of an entry: its life, its bin, its label, whether whole."""
+    inc: str
+    op: str
+    bin: int
+    label: int
+    kind: str
+
+
+def entry_head(data: bytes, where: str = "") -> EntryHead:
+    """The head of the entry ``encode`` made (checksum checked), without decoding its
+    keys: what deciding a compaction needs costs O(1), not O(keys).
+
+    >>> e = Entry("i1", "Count@(0, 3)", 7, 4, "base", 0, 0, 0, 1, [("a", 1)] * 1000, [], [])
+    >>> entry_head(encode(e))
+    EntryHead(inc='i1', op='Count@(0, 3)', bin=7, label=4, kind='base')
+    """
+    at = f" at {where}" if where else ""
+    if len(data) < 5 or zlib.crc32(data[:-4]).to_bytes(4, "big") != data[-4:]:
+        raise CheckpointCorrupt(f"a checkpoint record{at} fails its checksum ({len(data)} bytes)")
+    try:
+        unpacker = msgpack.Unpacker(raw=False)
+        unpacker.feed(data[:-4])
+        unpacker.read_array_header()
+        tag, inc, op, b, label, kind = (unpacker.unpack() for _ in range(6))
+    except Exception as e:  # noqa: BLE001 - any decoding failure is a corrupt record
+        raise CheckpointCorrupt(f"a checkpoint record{at} does not decode: {e}") from None
+    if tag != "E":
+        raise CheckpointCorrupt(f"the checkpoint record{at} is a {tag!r} record where an entry was expected")
+    return EntryHead(inc, op, b, label, kind)
 
 
 def complete_labels(commits: Iterable[Commit]) -> list[int]:

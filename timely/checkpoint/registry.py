@@ -166,7 +166,7 @@ class Registry:
     def close(self) -> None:
         with self._lock:
             for compactor in self.compactors.values():
-                compactor.join(10)
+                compactor.finish(10)
             for store in self.stores.values():
                 store.close()
             self.stores.clear()

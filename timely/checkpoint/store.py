@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Protocol
 
-from .records import CheckpointError, Commit, Entry, Incarnation, decode, encode
+from .records import CheckpointError, Commit, Entry, Incarnation, decode, encode, entry_head
 
 
 @dataclass
@@ -72,9 +72,10 @@ class Store(Protocol):
         ...
 
     def read(self, incs: Optional[Iterable[str]] = None,
-             want: Optional[Callable[[str, int], bool]] = None) -> Contents:
+             want: Optional[Callable[[str, int], bool]] = None, heads: bool = False) -> Contents:
         """Every incarnation and commit; the entries of ``incs`` (None: none) that
-        ``want(op, bin)`` accepts (None: all)."""
+        ``want(op, bin)`` accepts (None: all), as ``EntryHead``s if ``heads`` (their
+        keys not decoded)."""
         ...
 
     def writer(self, worker: int, inc: str) -> Writer:
@@ -82,7 +83,8 @@ class Store(Protocol):
 
     def forget(self, keep: set, obsolete: Callable[[Entry], bool]) -> int:
         """Delete what a restore can no longer need: every incarnation not in ``keep``
-        and the entries ``obsolete`` accepts; returns how many records went."""
+        and the entries whose head (``EntryHead``: inc, op, bin, label, kind)
+        ``obsolete`` accepts; returns how many records went."""
         ...
 
     def close(self) -> None:
@@ -245,8 +247,9 @@ class DirStore:
         return _DirWriter(self, worker, inc)
 
     def read(self, incs: Optional[Iterable[str]] = None,
-             want: Optional[Callable[[str, int], bool]] = None) -> Contents:
+             want: Optional[Callable[[str, int], bool]] = None, heads: bool = False) -> Contents:
         out = Contents()
+        decoded = entry_head if heads else decode
         where = f"{self.path}, row"
         rows = self._db.execute("SELECT seq, kind, op, bin, data FROM records WHERE kind != 'E' ORDER BY seq")
         for seq, kind, _, _, data in rows:
@@ -257,7 +260,7 @@ class DirStore:
                                     "ORDER BY seq", (inc,))
             for seq, op, b, data in rows:
                 if want is None or want(op, b):
-                    out.entries.append(decode(data, f"{where} {seq}"))
+                    out.entries.append(decoded(data, f"{where} {seq}"))
         return out
 
     def forget(self, keep: set, obsolete: Callable[[Entry], bool]) -> int:
@@ -268,7 +271,7 @@ class DirStore:
             gone += cur.rowcount
             doomed = [seq for seq, data in self._db.execute(
                 f"SELECT seq, data FROM records WHERE kind = 'E' AND inc IN ({marks})", tuple(keep))
-                if obsolete(decode(data))]
+                if obsolete(entry_head(data, f"{self.path}, row {seq}"))]
             for i in range(0, len(doomed), 500):
                 chunk = doomed[i:i + 500]
                 self._db.execute(f"DELETE FROM records WHERE seq IN ({','.join('?' * len(chunk))})", chunk)

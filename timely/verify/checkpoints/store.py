@@ -59,7 +59,8 @@ class MemStore:
         self._land(encode(incarnation))
 
     def read(self, incs: Optional[Any] = None,
-             want: Optional[Callable[[str, int], bool]] = None) -> Contents:
+             want: Optional[Callable[[str, int], bool]] = None, heads: bool = False) -> Contents:
+        # an Entry has every field an EntryHead has: heads asks for less, and gets it all
         out = Contents(list(self.incarnations), list(self.commits))
         for inc in list(incs or ()):
             out.entries.extend(e for e in self.entries.get(inc, ()) if want is None or want(e.op, e.bin))
