@@ -39,7 +39,7 @@ def get_json(url: str) -> dict:
 EPOCHS, PER_EPOCH = 6, 500
 
 
-def _counting_job(port: int, seen: list) -> list:
+def _counting_job(port: int, seen: list, **config) -> list:
     """Two workers count words by key through an exchange; after every epoch worker 0
     reads its process's metrics while the dataflow is still running."""
     def build(worker):
@@ -61,7 +61,7 @@ def _counting_job(port: int, seen: list) -> list:
         worker.run()
         return worker.index
     return timely.execute(timely.Config(workers=2, worker_mode="threads", metrics_port=port,
-                                        checkpoint="off"), build)
+                                        checkpoint="off", **config), build)
 
 
 def test_metrics_count_what_the_run_did_while_it_runs():
@@ -95,6 +95,18 @@ def test_metrics_count_what_the_run_did_while_it_runs():
     assert {s["bins"] for s in status["stateful"]} and sum(s["bins"] for s in status["stateful"]) == 8
     assert [p["process"] for p in cluster["processes"]] == [0] and cluster["processes"][0]["up"]
     assert cluster["processes"][0]["status"]["dataflows"][0]["operators"] == status["dataflows"][0]["operators"]
+
+
+def test_kafka_progress_mode_shows_where_its_logs_are_written_and_read(tansu):
+    port = free_port_range(1)
+    seen: list = []
+    _counting_job(port, seen, progress_mode="kafka", kafka_bootstrap=tansu.bootstrap)
+    (_, early, _, _), (_, last, _, _) = seen
+    for worker in ("0", "1"):
+        written = [total(m, "timely_progress_log_written", worker=worker) for m in (early, last)]
+        read = [total(m, "timely_progress_log_read", worker=worker) for m in (early, last)]
+        assert 0 < written[0] < written[1] and 0 < read[0] <= read[1], (worker, written, read)
+    assert total(last, "timely_progress_batches_sent_total", mode="kafka") > 0
 
 
 def test_the_status_page_and_its_files_are_served():

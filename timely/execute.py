@@ -42,7 +42,7 @@ def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
                                   prefix=progress_prefix(config, uuid.uuid4().hex[:8]))
 
     workers = [Worker(config, hub.allocator(i), hub.abort) for i in range(config.workers)]
-    metrics = serve_metrics(config, 0, workers, None)
+    metrics = serve_metrics(config, 0, workers, hub)
     try:
         return _run(config, build, hub, workers)
     finally:

@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
 
 import spark_jobs  # noqa: E402
 from timely.connectors.client import consumer_config, create_topics  # noqa: E402
 from timely.connectors.epochs import PartitionEpochs, complete_epochs  # noqa: E402
-from timely.launch import LocalCluster  # noqa: E402
+from timely.launch import LocalCluster, free_port_range  # noqa: E402
 
 
 class EpochWatcher:
@@ -118,11 +119,14 @@ class Report:
 def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int = 10,
                  partitions: int = 4, processes: int = 2, join_after: Optional[int] = None,
                  progress: tuple = (), workers: int = 1, pace: float = 0.0,
-                 migration: str = "all-at-once", kill_after: Optional[int] = -1, say=print) -> Report:
+                 migration: str = "all-at-once", kill_after: Optional[int] = -1, metrics_port: int = 0,
+                 screenshot: Optional[str] = None, say=print) -> Report:
     """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
     whose write a process joins (default a third of the way; -1 for none);
     ``kill_after``: the epoch after whose write process 1 is SIGKILLed and a
-    replacement started (None: two thirds of the way; -1, the default here, for none)."""
+    replacement started (None: two thirds of the way; -1, the default here, for none);
+    ``metrics_port``: process p serves metrics and the status page on it + p (0: off);
+    ``screenshot``: a PNG of the status page taken once the joiner holds bins."""
     report = Report()
     run = uuid.uuid4().hex[:8]
     clicks, results = f"clicks-{run}", f"results-{run}"
@@ -145,6 +149,11 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
              "--group", f"pipeline-{run}", "--timeout", "30",
              # per-page state is small: one step moves the joiner's share at once
              "--migration", migration, *progress]
+    if metrics_port:
+        extra += ["--metrics-port", str(metrics_port)]
+        say("metrics: " + ", ".join(f"process {p} at http://127.0.0.1:{metrics_port + p}/metrics"
+                                    for p in range(processes + 1))
+            + f"; the status page at http://127.0.0.1:{metrics_port}/")
     watcher = EpochWatcher(brokers, results, partitions)
     with LocalCluster([os.path.join(HERE, "dataflow.py")], slots=processes + 1, workers=workers,
                       extra=extra) as cluster:
@@ -158,6 +167,8 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
                 say(f"cluster: process {processes} joins after epoch {epoch}")
             if epoch == kill_after:
                 crash(cluster, processes, report, say)
+            if screenshot and epoch == min(epochs - 1, join_after + 2):
+                shoot(f"http://127.0.0.1:{metrics_port}/", screenshot, say)
             if pace:
                 time.sleep(pace)
         report.seconds["spark write"] = time.monotonic() - t
@@ -202,6 +213,19 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     return report
 
 
+def shoot(url: str, path: str, say) -> None:
+    """A screenshot of the status page at ``url``, in headless Chromium (the browser
+    tests' harness, tests/browser.py: Debian's chromium and Playwright, as make test
+    installs them)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from browser import open_page, screenshot, wait_for_polls
+    with open_page() as page:
+        page.goto(url)
+        wait_for_polls(page, 3)
+        screenshot(page, path)
+    say(f"metrics: a screenshot of the status page is in {path}")
+
+
 def crash(cluster: LocalCluster, processes: int, report: Report, say) -> None:
     """SIGKILL process 1; once a survivor has rolled back, start a replacement with
     process 1's arguments (it finds the cluster running and joins it)."""
@@ -231,7 +255,12 @@ def main(argv: list[str]) -> int:
                         help="epoch after which process 1 is SIGKILLed and replaced (-1: none)")
     parser.add_argument("--progress-mode", default="p2p", choices=["p2p", "kafka"])
     parser.add_argument("--brokers", help="use this Kafka instead of starting the embedded broker")
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="process p serves metrics and the status page on this port + p "
+                             "(default: free ports found at start; 0: off)")
+    parser.add_argument("--screenshot", help="save a PNG of the status page here, after the join")
     args = parser.parse_args(argv)
+    metrics_port = free_port_range(4) if args.metrics_port is None else args.metrics_port
     from broker.tansu import TansuBroker
     from timely.connectors.spark import local_session
     started = time.monotonic()
@@ -245,7 +274,8 @@ def main(argv: list[str]) -> int:
         progress = (["--progress-mode", "kafka", "--kafka-bootstrap", brokers,
                      "--kafka-prefix", f"pipe{uuid.uuid4().hex[:8]}"] if args.progress_mode == "kafka" else [])
         report = run_pipeline(spark, brokers, args.events, args.epochs, args.partitions,
-                              join_after=args.join_after, progress=progress, kill_after=args.kill_after)
+                              join_after=args.join_after, progress=progress, kill_after=args.kill_after,
+                              metrics_port=metrics_port, screenshot=args.screenshot)
         spark.stop()
     finally:
         if broker is not None:

@@ -39,6 +39,8 @@ METRICS = {
     "timely_kafka_sink_errors": ("counter", "records a kafka_sink could not deliver"),
     "timely_progress_batches_sent": ("counter", "progress batches sent (label mode: p2p or kafka)"),
     "timely_progress_batches_received": ("counter", "progress batches received"),
+    "timely_progress_log_written": ("gauge", "Kafka progress mode: records a local worker wrote to its log"),
+    "timely_progress_log_read": ("gauge", "Kafka progress mode: records of a worker's log this process read"),
     "timely_checkpoint_label": ("gauge", "the label of the latest durable checkpoint commit"),
     "timely_rollbacks": ("counter", "rollbacks to a checkpoint after a crash"),
     "timely_recovery_seconds": ("gauge", "the last rollback's seconds from drop to running again"),
@@ -125,6 +127,12 @@ class Collector:
             family = _family(metric, ["mode"])
             family.add_metric([mode], s["progress"][key])
             yield family
+        for metric, key in (("timely_progress_log_written", "log_written"), ("timely_progress_log_read", "log_read")):
+            if key in s["progress"]:
+                family = _family(metric, ["worker"])
+                for w, n in s["progress"][key].items():
+                    family.add_metric([w], n)
+                yield family
         rollbacks = _family("timely_rollbacks", [])
         rollbacks.add_metric([], s["rollbacks"])
         yield rollbacks

@@ -63,7 +63,7 @@ class MetricsServer:
                                f"{e.strerror or e}") from None
         self.httpd.daemon_threads = True
         self.url = f"http://{host}:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True,
                                         name=f"timely-metrics-{source.process}")
         self._thread.start()
         log.info("process %d: metrics at %s/metrics, status page at %s/", source.process, self.url, self.url)

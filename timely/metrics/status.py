@@ -78,6 +78,10 @@ def process_status(source: Source) -> dict:
             progress[key] += numbers["progress"][key]
     if checkpoint is not None:
         checkpoint = {**checkpoint, "rollbacks": rollbacks, "recovery_seconds": recovery}
+    kafka = getattr(source.hub, "kafka", None)
+    if kafka is not None:           # Kafka progress: where this process's logs are written and read
+        progress["log_written"] = {str(w): n for w, n in dict(kafka.log._lseq).items()}
+        progress["log_read"] = {str(w): n for w, n in dict(kafka.subscriber.positions).items()}
     return {"process": source.process, "workers": [w.index for w in source.workers],
             "members": source.members(), "time": time.time(),
             "dataflows": [dataflows[i] for i in sorted(dataflows)],

@@ -96,6 +96,8 @@ def execute_forked(config: Any, build: Callable[[Any], Any]) -> list[Any]:
                                    addresses=addresses, secret=secret, secret_file=None,
                                    worker_mode="threads", rescaling=False, join=None, nn=None)
 
+    if config.metrics_port:         # imported once here, not once per forked process
+        import timely.metrics.server  # noqa: F401
     sys.stdout.flush()              # or the children print what this process had buffered
     sys.stderr.flush()
     children: dict[int, int] = {}
