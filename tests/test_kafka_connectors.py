@@ -577,3 +577,50 @@ def test_a_marker_going_back_in_time_is_an_epoch_order_error(tansu):
     with pytest.raises(EpochOrderError, match="goes back") as info:
         timely.execute(1, build)
     assert (info.value.topic, info.value.partition, info.value.offset) == (inp, 0, back)
+
+
+# ---- packing by default ---------------------------------------------------------------------
+def _data_records(brokers: str, topic: str, partitions: int) -> list:
+    """The rows header (None: one value) of every data record of ``topic``."""
+    consumer = Consumer(consumer_config(brokers, None, None))
+    found = []
+    try:
+        for messages in scan(consumer, {(topic, p): 0 for p in range(partitions)}, timeout=10):
+            for m in messages:
+                headers = dict(m.headers() or [])
+                if "marker" not in headers:
+                    found.append(int(headers["rows"]) if "rows" in headers else None)
+    finally:
+        consumer.close()
+    return found
+
+
+def test_kafka_sink_packs_by_default_without_a_key_and_not_with_one(tansu):
+    """Our readers decode packed records, so a sink without a key packs PACKED_ROWS
+    values per Kafka record; with a key function each value keeps its own Kafka key."""
+    from timely.connectors.epochs import PACKED_ROWS
+    B = tansu.bootstrap
+    packed, keyed = name("packed"), name("keyed")
+    create_topics(B, {packed: 2, keyed: 2})
+    sent = {0: [[f"k{i}", i] for i in range(250)], 1: [[f"k{i}", -i] for i in range(10)]}
+
+    def build(worker):
+        def df(scope):
+            source, stream = scope.new_input()
+            stream.kafka_sink(B, packed)
+            stream.kafka_sink(B, keyed, key=lambda r: r[0])
+            return source
+        source = worker.dataflow(df)
+        for epoch, records in sent.items():
+            source.send_batch(records)
+            source.advance_to(epoch + 1)
+        source.close()
+        worker.run()
+    timely.execute(1, build)
+    want = {(e, k): v for e, records in sent.items() for k, v in records}
+    for topic in (packed, keyed):
+        got, _ = read_back(B, topic, 2)
+        assert got == want, topic
+    rows = _data_records(B, packed, 2)
+    assert sum(rows) == 260 and max(rows) == PACKED_ROWS and len(rows) <= 260 // PACKED_ROWS + 4, rows
+    assert _data_records(B, keyed, 2) == [None] * 260

@@ -42,6 +42,9 @@ EPOCH = "epoch"
 MARKER = "marker"
 EPOCH_END = b"epoch_end"
 OFFSETS = "offsets"
+#: values per Kafka record our writers pack by default (the ``rows`` header): the
+#: Spark writer without a key column, kafka_sink without a key function
+PACKED_ROWS = 100
 ROWS = "rows"
 
 Headers = Optional[Sequence[tuple[str, Optional[bytes]]]]
@@ -225,8 +228,10 @@ class Format:
 
     def __init__(self, name: str, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any],
                  loads_array: Optional[Callable[[list[bytes]], list]] = None,
-                 dumps_many: Optional[Callable[[list], bytes]] = None) -> None:
+                 dumps_many: Optional[Callable[[list], bytes]] = None, packs: bool = False) -> None:
         self.name = name
+        #: our writers pack values of this format by default (``PACKED_ROWS`` per record)
+        self.packs = packs
         self.dumps = dumps
         self.loads = loads
         self._loads_array = loads_array
@@ -276,8 +281,8 @@ def _msgpack_loads(value: bytes) -> Any:
     return msgpack.unpackb(value, raw=False, strict_map_key=False)
 
 
-JSON = Format("json", orjson.dumps, orjson.loads, _json_array)
-MSGPACK = Format("msgpack", msgpack.packb, _msgpack_loads)
+JSON = Format("json", orjson.dumps, orjson.loads, _json_array, packs=True)
+MSGPACK = Format("msgpack", msgpack.packb, _msgpack_loads, packs=True)
 def _raw_cannot_pack(events: list) -> bytes:
     raise ValueError("value format 'raw' cannot pack several values into one record "
                      "(rows_per_message / rowsPerMessage): use json or msgpack")

@@ -20,7 +20,7 @@ from ...dataflow.channels import Direct
 from ...hashing import stable_hash64
 from ..client import (Brokers, ConnectorError, brokers_string, consumer_config, producer_config,
                       topic_partitions)
-from ..epochs import Format, data_headers, format_of, marker_headers
+from ..epochs import PACKED_ROWS, Format, data_headers, format_of, marker_headers
 from ..markers import MarkerIndex
 
 __all__ = ["kafka_sink", "KafkaSinkState"]
@@ -158,21 +158,26 @@ def _producer(worker: Any, brokers: Brokers, config: dict) -> Any:
 def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union[str, Format] = "json",
                key: Optional[Callable[[Any], Any]] = None,
                partition: Optional[Callable[[Any], int]] = None, add_config: Optional[dict] = None,
-               rows_per_message: int = 1, timeout: float = 30.0, name: str = "KafkaSink") -> Any:
+               rows_per_message: Optional[int] = None, timeout: float = 30.0, name: str = "KafkaSink") -> Any:
     """Write ``stream``'s records to ``topic`` by epoch (see the module docstring).
 
     ``key(record)`` is the Kafka key and picks the partition (a stable hash), unless
     ``partition(record)`` picks it; with neither, records stay on partitions their
-    worker writes. ``rows_per_message > 1`` packs that many records per Kafka record.
+    worker writes. ``rows_per_message > 1`` packs that many records per Kafka record (the
+    contract's ``rows`` header, which every reader here decodes); by default records go
+    ``PACKED_ROWS`` per Kafka record without ``key`` (json and msgpack), and one per
+    record with it (a foreign consumer may rely on the Kafka key of each).
     Returns a stream with no records whose frontier passes an epoch once it is durable.
     """
     scope = stream.scope
     if type(scope.minimum) is not int:
         raise TypeError(f"kafka_sink: epochs are ints, but scope {scope.name!r} has timestamps "
                         f"like {scope.minimum!r}")
+    fmt = format_of(value_format)
+    if rows_per_message is None:
+        rows_per_message = PACKED_ROWS if key is None and fmt.packs else 1
     if rows_per_message < 1:
         raise ValueError(f"kafka_sink: rows_per_message must be >= 1, got {rows_per_message}")
-    fmt = format_of(value_format)
     worker = scope.worker
     producer = _producer(worker, brokers, {"message.timeout.ms": int(timeout * 1000), **(add_config or {})})
     count = topic_partitions(producer, brokers, [topic])[topic]

@@ -32,8 +32,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, ShortType, Stri
 from timely.connectors import client, epochs
 
 NAME = "timely-kafka"
-#: values per record a write packs when the option rowsPerMessage is not given
-PACKED_ROWS = 100
+PACKED_ROWS = epochs.PACKED_ROWS      # values per record a write packs without rowsPerMessage
 EARLIEST, LATEST = -2, -1
 TopicPart = tuple[str, int]
 
