@@ -274,7 +274,7 @@ def test_segments_roll_by_records_and_by_bytes_and_keep_the_order(backend):
 
 # ---- forget -----------------------------------------------------------------------------------------
 def test_forget_drops_other_incarnations_and_obsolete_records_but_nothing_a_restore_needs(backend):
-    store = backend.open(segment_records=1)         # a segment per record: each can go alone
+    store = backend.open(segment_records=1, grace=0)   # a segment per record: each can go alone
     start(store, "a")
     wa = store.writer(0, "a")
     wa.write(entry("a", 0, 1, 0, 0, "base", [("old", 1)]))
@@ -403,25 +403,27 @@ def test_the_models_memory_store_forgets_as_the_directory_store_does(tmp_path):
     stores[0].close()
 
 
-def test_kafka_read_starts_again_when_a_compaction_deletes_a_segment_meanwhile(tansu):
-    """The lowest process compacts the store while another may be reading it (a
-    rollback's restore): a segment listed by the reader and deleted before it read it
-    held nothing a restore needs, so the read starts again and gives the rest."""
+def test_kafka_forget_dooms_a_topic_at_once_and_deletes_it_after_the_grace(tansu):
+    """Deleting a topic a consumer is fetching kills the consumer's process (librdkafka
+    SIGSEGV), and the lowest process compacts while others may read the store (a
+    rollback's restore, a joiner): so forget only dooms a topic, which every read from
+    then on leaves out, and the first forget after the grace deletes it."""
     namespace = f"t{uuid.uuid4().hex[:10]}"
-    store = KafkaStore(tansu.bootstrap, namespace, timeout=3)
+    store = KafkaStore(tansu.bootstrap, namespace, segment_records=2, grace=3600)
     try:
-        _, base = one_base(store)
-        gone = {**store._topics(), ("a", 7): [0]}     # listed, then deleted before it was read
-        deleted = segment_topic(namespace, "a", 7, 0)
-        calls = []
-        real = store._topics
-
-        def topics():
-            calls.append(1)
-            return gone if len(calls) == 1 else real()
-        store._topics = topics
-        assert store.read(["a"]).entries == [base]
-        assert len(calls) >= 3, "the read did not start again"
-        assert deleted not in store.admin.list_topics(timeout=10).topics
+        start(store)
+        w = store.writer(0, "a")
+        for label, kind in [(0, "base"), (1, "delta"), (2, "base"), (3, "delta")]:
+            w.write(entry("a", 0, label, 0, label, kind, [("k", label)]))
+        w.write(Commit("a", 3, 0))
+        assert w.flush(10)
+        first = segment_topic(namespace, "a", 0, 0)           # labels 0 and 1: before the base at 2
+        assert store.forget({"a"}, lambda e: e.label < 2) == 2
+        assert [e.label for e in store.read(["a"]).entries] == [2, 3]
+        assert first in store.admin.list_topics(timeout=10).topics      # doomed, not deleted yet
+        store.grace = 0
+        assert store.forget({"a"}, lambda e: e.label < 2) == 0          # nothing newly doomed ...
+        assert first not in store.admin.list_topics(timeout=10).topics  # ... and the grace is over
+        assert [e.label for e in store.read(["a"]).entries] == [2, 3]
     finally:
         store.close()

@@ -12,8 +12,8 @@ written ``GROWTH`` times the keys they hold since the last compaction (and at le
 ``MIN_KEYS``), it compacts on a thread of its own, so the store stays within about
 ``1 + GROWTH`` times the state and the cost of compacting (reading the store's record
 heads) is a constant factor of what the checkpoints wrote, never paid on the processing
-path; when the job ends (``finish``) what was written since (``MIN_KEYS`` at least) is
-compacted too. Only
+path; when the job ends (``finish``), the store is compacted once more if compaction
+ran during the job (or ``MIN_KEYS`` were written) and commits came after. Only
 the lowest process of the cluster compacts (``lead``), so two never delete the same
 thing.
 
@@ -97,6 +97,7 @@ class Compactor:
         self.growth = GROWTH if growth is None else growth
         self.min_keys = MIN_KEYS if min_keys is None else min_keys
         self._written = 0
+        self._notes = 0                 # commits noted since the last compaction started
         self._held: dict[int, int] = {}
         self._lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
@@ -110,12 +111,13 @@ class Compactor:
         and holds ``keys_held``; compact (on a thread) if that makes it due."""
         with self._lock:
             self._written += keys_written
+            self._notes += 1
             self._held[worker] = keys_held
             if self._written < max(self.min_keys, self.growth * sum(self._held.values())):
                 return
             if self._thread is not None and self._thread.is_alive() or not self._lead():
                 return
-            self._written = 0
+            self._written = self._notes = 0
             self._thread = threading.Thread(target=self._run, name=f"compact {self.store.namespace}",
                                             daemon=True)
             self._thread.start()
@@ -138,8 +140,11 @@ class Compactor:
         if thread is not None:
             thread.join(timeout)
         with self._lock:
-            due = (self._written >= self.min_keys and self._lead()
+            # a compaction started by a worker's last commit may have read the store
+            # before the others' last commits: any commit since it asks for one more
+            active = self.runs > 0 or self._written >= self.min_keys
+            due = (active and self._notes > 0 and self._lead()
                    and (thread is None or not thread.is_alive()))
-            self._written = 0
+            self._written = self._notes = 0
         if due:
             self._run()

@@ -5,8 +5,9 @@ checkpoints there needs no shared file system. ``KafkaStore`` behaves as ``DirSt
 (``timely.checkpoint.store``): the same records, the same ``Store`` and ``Writer``
 protocols. Layout under namespace ``NS`` (already ``[A-Za-z0-9._-]``):
 
-- ``NS.inc`` (1 partition): the Incarnation records (key ``b"I"``), in write order, and
-  a marker (key ``b"F/" + id``, empty value) for each incarnation ``forget`` dropped;
+- ``NS.inc`` (1 partition): the Incarnation records (key ``b"I"``), in write order, a
+  marker (key ``b"F/" + id``, empty value) for each incarnation ``forget`` dropped, and
+  one (key ``b"D/" + topic``, value: when) for each topic it doomed;
   Kafka cannot delete single records (Tansu has neither ``delete_records`` nor
   compaction), so ``read`` hides a marked incarnation instead.
 - ``NS.INC.W.SEG`` (1 partition each): the chain of segments in which worker ``W``
@@ -37,10 +38,15 @@ of it). Topics are created without retention (``retention.ms`` and ``retention.b
 base; and a read of a segment whose start is gone fails rather than restore a partial
 state.
 
-``forget`` deletes whole topics: those of the incarnations not kept, and the closed
+``forget`` drops whole topics: those of the incarnations not kept, and the closed
 segments (those with an end marker, so never one a writer anywhere still appends to)
 in which every record is an entry ``obsolete`` accepts, or a commit below its
-incarnation's latest complete label that no later incarnation restored from.
+incarnation's latest complete label that no later incarnation restored from. It only
+dooms them at first (a mark ``b"D/" + topic`` in ``NS.inc``, which every read takes in
+before it fetches a segment, and then leaves the topic out); the first ``forget`` at
+least ``grace`` seconds later deletes it. Deleting a topic that a consumer is fetching
+kills the consumer's process (librdkafka: SIGSEGV, measured here), and other processes
+read the store while the lowest one compacts it (a rollback's restore, a joiner).
 
 Costs: ``write`` one encode and one ``produce`` call, plus a delivery report on the
 poll thread (100k small entries: about 1 s until all were durable, on Tansu), and
@@ -48,8 +54,8 @@ once a segment a topic creation and a metadata request on a background thread;
 ``writer`` and ``start`` a few broker round trips; ``read`` one metadata round trip and
 every record of the namespace over the network (O(store size), ~100k records/s, at
 least ~0.1 s), decoding only the incarnations, the commits and the entries asked for;
-``forget`` a read that decodes every entry of the incarnations kept, then one delete
-request. Every broker call and wait is bounded by ``timeout``: an unreachable broker
+``forget`` a read that decodes the head of every entry of the incarnations kept, one
+append of marks, and one delete request. Every broker call and wait is bounded by ``timeout``: an unreachable broker
 raises a ``CheckpointError`` naming its address.
 
 >>> segment_topic("job.count", "2-ab12cd34", 3, 0)
@@ -84,6 +90,7 @@ __all__ = ["KafkaStore", "segment_topic", "parse_segment", "record_key", "entry_
 #: the largest record a writer sends (an entry of 4096 large keys; Tansu took 9 MiB)
 MAX_RECORD_BYTES = 16 << 20
 _INCARNATION, _FORGOTTEN, _COMMIT, _ENTRY, _END = b"I", b"F/", b"C", b"E/", b"S"
+_DOOMED = b"D/"             # + a topic name; value: when it was doomed (unix seconds)
 _ID = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -205,10 +212,12 @@ class KafkaStore:
 
     ``options``: librdkafka properties for its clients, on top of ``broker.client``'s;
     ``segment_bytes`` / ``segment_records``: when a writer moves on to a new segment;
-    ``timeout``: the bound, in seconds, of every broker call and wait."""
+    ``timeout``: the bound, in seconds, of every broker call and wait; ``grace``: the
+    seconds between ``forget`` dooming a topic and deleting it."""
 
     def __init__(self, brokers: Brokers, namespace: str, options: Optional[dict] = None, *,
-                 segment_bytes: int = 8 << 20, segment_records: int = 2000, timeout: float = 10.0) -> None:
+                 segment_bytes: int = 8 << 20, segment_records: int = 2000, timeout: float = 10.0,
+                 grace: float = 60.0) -> None:
         from confluent_kafka import Producer
         if segment_records < 1 or segment_bytes < 1:
             raise CheckpointError(f"segment_records and segment_bytes must be at least 1, got "
@@ -219,6 +228,7 @@ class KafkaStore:
         self.segment_bytes = segment_bytes
         self.segment_records = segment_records
         self.timeout = timeout
+        self.grace = grace
         self.inc_topic = f"{namespace}.inc"
         self._writers: list[_KafkaWriter] = []
         self._closed = False
@@ -337,31 +347,14 @@ class KafkaStore:
         return w
 
     def _scan(self, incs: set, want: Optional[Callable[[str, int], bool]], heads: bool = False,
-              ) -> tuple[list, set, dict[tuple[str, int], list[tuple[int, list, bool, int]]]]:
+              ) -> tuple[list, set, dict, dict[tuple[str, int], list[tuple[int, list, bool, int]]]]:
         """Everything ``read`` and ``forget`` need: the incarnation records, the ids marked
-        forgotten, and per chain its segments in order: ``(segment, records decoded,
-        closed, records in it)``. A compaction (``forget``, on the lowest process) may
-        delete segments while this reads: it deleted only what no restore needs, so the
-        scan starts again without them."""
-        def names(chains: dict) -> set:
-            return {(chain, s) for chain, segments in chains.items() for s in segments}
-        for attempt in range(3):
-            chains = self._topics()
-            try:
-                return self._scan_once(chains, incs, want, heads)
-            except CheckpointError:
-                if attempt == 2 or names(self._topics()) >= names(chains):
-                    raise               # nothing went away meanwhile: a real error
-        raise AssertionError("unreachable")
-
-    def _scan_once(self, chains: dict, incs: set, want: Optional[Callable[[str, int], bool]],
-                   heads: bool) -> tuple:
+        forgotten, the doomed topics (``{topic: when}``), and per chain its segments in
+        order, doomed ones left out: ``(segment, records decoded, closed, records in
+        it)``. ``NS.inc`` is read first, so a topic ``forget`` doomed is never fetched:
+        it is deleted only ``grace`` seconds later, and deleting a topic a consumer
+        fetches kills the consumer's process (librdkafka, measured: SIGSEGV)."""
         from confluent_kafka import Consumer
-        where_of = {segment_topic(self.namespace, inc, w, s): (inc, w, s)
-                    for (inc, w), segments in chains.items() for s in segments}
-        per_topic: dict[str, list] = {topic: [] for topic in [self.inc_topic, *where_of]}
-        closed: set[str] = set()
-        counts = dict.fromkeys(per_topic, 0)
         config = consumer_config(self.brokers, f"{self.namespace}.reader",
                                  {"max.partition.fetch.bytes": MAX_RECORD_BYTES,
                                   "fetch.max.bytes": 4 * MAX_RECORD_BYTES, **self.options,
@@ -369,50 +362,73 @@ class KafkaStore:
         with self._naming("cannot read the checkpoint store"):
             consumer = Consumer(config)
             try:
-                # from offset 0, not OFFSET_BEGINNING (a ListOffsets that costs librdkafka
-                # 0.5 s on Tansu): a topic whose start a broker trimmed lost records, and
-                # auto.offset.reset=error makes that an error
-                starts = {(t, 0): 0 for t in per_topic}
-                for batch in scan(consumer, starts, timeout=self.timeout):
-                    for m in batch:
-                        topic, key = m.topic(), m.key() or b""
-                        at = f"{topic}[0]@{m.offset()}"
-                        if topic == self.inc_topic:
-                            per_topic[topic].append((key, m.value(), at))
-                        elif key == _END:
-                            closed.add(topic)
-                            continue
-                        elif key == _COMMIT:
-                            per_topic[topic].append(_decoded(m.value(), at, Commit))
-                        elif key.startswith(_ENTRY):
-                            if where_of[topic][0] in incs and (want is None or want(*_key_bin(key, at))):
-                                per_topic[topic].append(entry_head(m.value() or b"", at) if heads
-                                                        else _decoded(m.value(), at, Entry))
-                        else:
-                            raise CheckpointCorrupt(f"a checkpoint record at {at} has an unknown key {key!r}")
-                        counts[topic] += 1
+                incarnations, forgotten, doomed = self._read_inc(consumer)
+                chains = {chain: [seg for seg in segments
+                                  if segment_topic(self.namespace, *chain, seg) not in doomed]
+                          for chain, segments in self._topics().items()}
+                segments = self._read_segments(consumer, chains, incs, want, heads)
             finally:
                 consumer.close()
-        incarnations, forgotten = [], set()
-        for key, value, at in per_topic[self.inc_topic]:
+        return incarnations, forgotten, doomed, segments
+
+    def _records(self, consumer: Any, topics: list[str]) -> Iterator[Any]:
+        # from offset 0, not OFFSET_BEGINNING (a ListOffsets that costs librdkafka 0.5 s
+        # on Tansu): a topic whose start a broker trimmed lost records, and
+        # auto.offset.reset=error makes that an error
+        for batch in scan(consumer, {(t, 0): 0 for t in topics}, timeout=self.timeout):
+            yield from batch
+
+    def _read_inc(self, consumer: Any) -> tuple[list, set, dict]:
+        incarnations, forgotten, doomed = [], set(), {}
+        for m in self._records(consumer, [self.inc_topic]):
+            key, at = m.key() or b"", f"{self.inc_topic}[0]@{m.offset()}"
             if key == _INCARNATION:
-                incarnations.append(_decoded(value, at, Incarnation))
+                incarnations.append(_decoded(m.value(), at, Incarnation))
             elif key.startswith(_FORGOTTEN):
                 forgotten.add(key[len(_FORGOTTEN):].decode(errors="replace"))
+            elif key.startswith(_DOOMED):
+                try:
+                    doomed[key[len(_DOOMED):].decode()] = float(m.value() or b"0")
+                except ValueError:
+                    raise CheckpointCorrupt(f"the doomed mark at {at} holds {m.value()!r}, not a time") from None
             else:
                 raise CheckpointCorrupt(f"a checkpoint record at {at} has an unknown key {key!r}")
+        return incarnations, forgotten, doomed
+
+    def _read_segments(self, consumer: Any, chains: dict, incs: set,
+                       want: Optional[Callable[[str, int], bool]], heads: bool) -> dict:
+        where_of = {segment_topic(self.namespace, inc, w, s): (inc, w, s)
+                    for (inc, w), segments in chains.items() for s in segments}
+        per_topic: dict[str, list] = {topic: [] for topic in where_of}
+        closed: set[str] = set()
+        counts = dict.fromkeys(per_topic, 0)
+        for m in self._records(consumer, list(where_of)):
+            topic, key = m.topic(), m.key() or b""
+            at = f"{topic}[0]@{m.offset()}"
+            if key == _END:
+                closed.add(topic)
+                continue
+            elif key == _COMMIT:
+                per_topic[topic].append(_decoded(m.value(), at, Commit))
+            elif key.startswith(_ENTRY):
+                if where_of[topic][0] in incs and (want is None or want(*_key_bin(key, at))):
+                    per_topic[topic].append(entry_head(m.value() or b"", at) if heads
+                                            else _decoded(m.value(), at, Entry))
+            else:
+                raise CheckpointCorrupt(f"a checkpoint record at {at} has an unknown key {key!r}")
+            counts[topic] += 1
         segments = {}
         for chain, found in chains.items():
-            topics = [(s, segment_topic(self.namespace, *chain, s)) for s in found]
-            segments[chain] = [(s, per_topic[t], t in closed, counts[t]) for s, t in topics]
-        return incarnations, forgotten, segments
+            topics = [(seg, segment_topic(self.namespace, *chain, seg)) for seg in found]
+            segments[chain] = [(seg, per_topic[t], t in closed, counts[t]) for seg, t in topics]
+        return segments
 
     def read(self, incs: Optional[Iterable[str]] = None,
              want: Optional[Callable[[str, int], bool]] = None, heads: bool = False) -> Contents:
         """Every incarnation (write order) and commit; the entries of ``incs`` (None:
         none) that ``want(op, bin)`` accepts (None: all), each chain in write order (as
         ``EntryHead``s if ``heads``: their keys not decoded)."""
-        incarnations, forgotten, segments = self._scan(set(incs or ()), want, heads)
+        incarnations, forgotten, _, segments = self._scan(set(incs or ()), want, heads)
         out = Contents(incarnations=[i for i in incarnations if i.id not in forgotten])
         seen: set = set()
         for (inc, _), chain in segments.items():
@@ -432,18 +448,21 @@ class KafkaStore:
                         out.entries.append(r)
         return out
 
-    def forget(self, keep: set, obsolete: Callable[[Entry], bool]) -> int:
-        """Delete what a restore can no longer need (see the module): the topics of every
+    def forget(self, keep: set, obsolete: Callable[[Any], bool]) -> int:
+        """Drop what a restore can no longer need (see the module): the topics of every
         incarnation not in ``keep`` (their incarnation records are marked forgotten),
-        and the closed segments of the others that hold only entries ``obsolete``
-        accepts and commits superseded by a later complete label. Returns how many
-        records went: those of the deleted topics plus the incarnation records marked."""
-        incarnations, forgotten, segments = self._scan(set(keep), None, heads=True)
+        and the closed segments of the others that hold only entries whose heads
+        ``obsolete`` accepts and commits superseded by a later complete label. A dropped
+        topic is doomed at once (every read from then on leaves it out) and deleted by
+        the first ``forget`` at least ``grace`` seconds later, when no read that began
+        before its doom can still be fetching it. Returns how many records went: those
+        of the topics doomed now plus the incarnation records marked."""
+        incarnations, forgotten, doomed, segments = self._scan(set(keep), None, heads=True)
         gone = 0
+        marks: list[tuple[bytes, bytes]] = []
         dropped = sorted({i.id for i in incarnations if i.id not in keep and i.id not in forgotten})
-        if dropped:
-            self._append_inc([(_FORGOTTEN + inc.encode(), b"") for inc in dropped], "the forgotten marks")
-            gone += sum(1 for i in incarnations if i.id in dropped)
+        marks += [(_FORGOTTEN + inc.encode(), b"") for inc in dropped]
+        gone += sum(1 for i in incarnations if i.id in dropped)
         # a commit may go if its label is below its incarnation's latest complete label
         # and no later life restored from it: restore_point finds the same point without it
         commits: dict[str, list] = {}
@@ -462,16 +481,22 @@ class KafkaStore:
             top = latest.get(r.inc)
             return top is not None and r.label < top and (r.inc, r.label) not in floors
 
-        doomed = []
+        now = time.time()
         for (inc, w), chain in segments.items():
-            for s, records, closed, count in chain:
-                topic = segment_topic(self.namespace, inc, w, s)
+            for seg, records, closed, count in chain:
+                topic = segment_topic(self.namespace, inc, w, seg)
                 if inc not in keep or (closed and topic not in live and all(needless(r) for r in records)):
-                    doomed.append(topic)
+                    marks.append((_DOOMED + topic.encode(), repr(now).encode()))
+                    doomed[topic] = now
                     gone += count
-        if doomed:
+        if marks:
+            self._append_inc(marks, "the forgotten and doomed marks")
+        due = [t for t, when in doomed.items() if now - when >= self.grace]
+        existing = set(self.admin.list_topics(timeout=self.timeout).topics) if due else set()
+        due = [t for t in due if t in existing]
+        if due:
             with self._naming("cannot delete checkpoint topics of"):
-                for topic, future in self.admin.delete_topics(doomed, operation_timeout=self.timeout).items():
+                for topic, future in self.admin.delete_topics(due, operation_timeout=self.timeout).items():
                     future.result(self.timeout)
         return gone
 
