@@ -360,15 +360,18 @@ class KafkaStore:
                                   "fetch.max.bytes": 4 * MAX_RECORD_BYTES, **self.options,
                                   "enable.partition.eof": True})
         with self._naming("cannot read the checkpoint store"):
-            consumer = Consumer(config)
+            # one consumer per phase: assigning anew on the same consumer costs a second
+            inc_reader, reader = Consumer(config), Consumer(config)
             try:
-                incarnations, forgotten, doomed = self._read_inc(consumer)
+                listing = self._topics()
+                incarnations, forgotten, doomed = self._read_inc(inc_reader)
                 chains = {chain: [seg for seg in segments
                                   if segment_topic(self.namespace, *chain, seg) not in doomed]
-                          for chain, segments in self._topics().items()}
-                segments = self._read_segments(consumer, chains, incs, want, heads)
+                          for chain, segments in listing.items()}
+                segments = self._read_segments(reader, chains, incs, want, heads)
             finally:
-                consumer.close()
+                inc_reader.close()
+                reader.close()
         return incarnations, forgotten, doomed, segments
 
     def _records(self, consumer: Any, topics: list[str]) -> Iterator[Any]:

@@ -123,7 +123,7 @@ def scan(consumer: Any, starts: dict[tuple[str, int], int], batch: int = 10_000,
     open_ = set(starts)
     last = time.monotonic()
     while open_:
-        messages = consumer.consume(batch, 0.1)
+        messages = consumer.consume(batch, 0.02)   # it waits this long whenever fewer than batch came
         data = []
         for m in messages:
             error = m.error()

@@ -79,6 +79,14 @@ class Rollbacks:
         if not self.workers_ready.is_set():       # still starting: nothing to roll back
             hub.fail(ClusterError(why))
             return
+        if hub.joining and self.bootstrapped < hub.workers:
+            # A joiner mid-bootstrap (it has not said "joined" yet) cannot roll back: it
+            # holds no checkpointed state, and its workers wait for grants, not for rescale
+            # messages (CI saw one wait so past its test's minute). It stops, and is started
+            # again to join the cluster's next life; the survivors drop it too.
+            hub.fail(ClusterError(f"{why}; this process was still joining, so it stops: start it "
+                                  f"again to join the cluster"))
+            return
         with self._lock:
             if process in self.dead or hub.stopping:
                 return
