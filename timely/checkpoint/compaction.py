@@ -17,8 +17,9 @@ ran during the job (or ``MIN_KEYS`` were written) and commits came after. Only
 the lowest process of the cluster compacts (``lead``), so two never delete the same
 thing.
 
-Costs: ``note`` O(1); ``compact`` two reads of the store (O(its records): only each
-entry's head is decoded, never its keys) and the deletes.
+Costs: ``note`` O(1); ``compact`` one read of the store (O(its records): only each
+entry's head is decoded, never its keys; two without the current incarnation) and the
+deletes.
 
 >>> import tempfile
 >>> from timely.checkpoint.records import Commit, Entry, Incarnation
@@ -52,16 +53,22 @@ GROWTH = 4
 MIN_KEYS = 50_000
 
 
-def compact(store: Any) -> int:
+def compact(store: Any, inc: Optional[str] = None) -> int:
     """Delete what no restore can need any more (see the module); returns how many
-    records went (0 when the store has no complete checkpoint in its latest life)."""
-    contents = store.read()
+    records went (0 when the store has no complete checkpoint in its latest life).
+    ``inc``: the incarnation this process writes under, when it knows it (one read of
+    the store, where finding the latest one first costs another)."""
+    if inc is None:
+        found = store.read().incarnations
+        if not found:
+            return 0
+        inc = found[-1].id
+    contents = store.read([inc], heads=True)
     rp = restore_point(contents.incarnations, contents.commits)
-    if rp is None or rp.inc.id != contents.incarnations[-1].id:
+    if rp is None or rp.inc.id != contents.incarnations[-1].id or rp.inc.id != inc:
         return 0
     keep = {i.id for i in contents.incarnations if i.seq >= rp.inc.seq}
-    floors = bases_before(store.read([rp.inc.id], heads=True).entries, rp.label)
-    inc = rp.inc.id
+    floors = bases_before(contents.entries, rp.label)
 
     def obsolete(e: Any) -> bool:
         floor = floors.get((e.op, e.bin))
@@ -90,10 +97,11 @@ def bases_before(entries: list, label: int) -> dict[tuple[str, int], int]:
 class Compactor:
     """When to compact one store, for one process (see the module)."""
 
-    def __init__(self, store: Any, lead: Callable[[], bool], growth: Optional[int] = None,
-                 min_keys: Optional[int] = None) -> None:
+    def __init__(self, store: Any, lead: Callable[[], bool], current: Callable[[], Optional[str]] = lambda: None,
+                 growth: Optional[int] = None, min_keys: Optional[int] = None) -> None:
         self.store = store
         self._lead = lead
+        self._current = current         # the incarnation this process writes under, if known
         self.growth = GROWTH if growth is None else growth
         self.min_keys = MIN_KEYS if min_keys is None else min_keys
         self._written = 0
@@ -124,7 +132,7 @@ class Compactor:
 
     def _run(self) -> None:
         try:
-            gone = compact(self.store)
+            gone = compact(self.store, self._current())
         except Exception as e:      # unreachable, closed: nothing is lost, the next note tries again
             self.error = e
             log.warning("compacting checkpoints of %s failed: %s", self.store.namespace, e)

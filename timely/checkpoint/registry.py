@@ -84,8 +84,13 @@ class Registry:
             found = self.stores.get(namespace)
             if found is None:
                 found = self.stores[namespace] = open_store(mode, namespace, brokers, options)
-                self.compactors[namespace] = Compactor(found, self._lead)
+                self.compactors[namespace] = Compactor(found, self._lead, lambda: self._current(namespace))
             return found
+
+    def _current(self, namespace: str) -> Optional[str]:
+        """The incarnation this process writes ``namespace`` under (None: not decided)."""
+        found = self.decisions.get(namespace)
+        return None if found is None else found.inc.id
 
     @staticmethod
     def key(namespace: str) -> str:

@@ -31,7 +31,7 @@ class DataflowInstruments:
         self.name = subgraph.name
         self.subgraph = subgraph
         self.operators: dict[str, Any] = {}          # id -> OperatorCore
-        roots = []
+        roots: dict[int, Any] = {}                  # the root scope's operators by child index
         for scope in subgraphs(subgraph):
             for child in scope.children[1:]:
                 core = child.operator
@@ -40,13 +40,12 @@ class DataflowInstruments:
                 self.operators[".".join(map(str, core.path))] = core
                 core.timed = True
                 if scope is subgraph:
-                    roots.append(core)
+                    roots[child.index] = core
         first, last = edges(subgraph)
-        cores = {core.path[-1]: core for core in roots}
-        every = [port for core in roots for port in core._in]
-        self.clock = EpochClock([cores[i]._in[p] for i, p in first if i in cores] or every,
-                                [port for i in last if i in cores for port in cores[i]._in] or every, minimum)
-        for core in roots:
+        every = [port for core in roots.values() for port in core._in]
+        self.clock = EpochClock([roots[i]._in[p] for i, p in first if i in roots] or every,
+                                [port for i in last if i in roots for port in roots[i]._in] or every, minimum)
+        for core in roots.values():
             core.clock = self.clock
 
 
@@ -63,16 +62,16 @@ def edges(subgraph: Any) -> tuple[list[tuple[int, int]], list[int]]:
     >>> edges(g)
     ([(3, 0)], [4])
     """
-    children = [c for c in subgraph.children[1:]]
+    children = subgraph.children[1:]
     succ = {c.index: {t.node for targets in c.edges for t in targets if t.node} for c in children}
 
     def reach(start: int) -> set:
-        seen, todo = set(), [start]
-        while todo:
-            for n in succ.get(todo.pop(), ()):
+        seen, stack = set(), [start]
+        while stack:
+            for n in succ.get(stack.pop(), ()):
                 if n not in seen:
                     seen.add(n)
-                    todo.append(n)
+                    stack.append(n)
         return seen
     reached = {i: reach(i) for i in succ}
     # a source: every operator that reaches it is one it reaches (its own loop)
