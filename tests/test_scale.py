@@ -98,7 +98,7 @@ def test_joiner_feeds_input_and_is_notified(tmp_path, mode):
 
 def test_sigterm_moves_bins_out_and_the_others_count_exactly(tmp_path, mode):
     epochs = 40
-    with cluster(tmp_path, 3, workers=2, epochs=epochs, extra=[*mode]) as c:
+    with cluster(tmp_path, 3, workers=2, epochs=epochs, extra=["--await-leaves", "1", *mode]) as c:
         c.start(3)
         wait_for_line(c.processes[2], r"running, in a cluster", timeout=30)
         c.kill(c.processes[2], signal.SIGTERM)
@@ -114,7 +114,8 @@ def test_sigterm_moves_bins_out_and_the_others_count_exactly(tmp_path, mode):
 
 def test_join_leave_join_counts_exactly(tmp_path, mode):
     epochs = 50
-    with cluster(tmp_path, 4, epochs=epochs, extra=["--joiner-feeds", *mode]) as c:
+    with cluster(tmp_path, 4, epochs=epochs,
+                 extra=["--joiner-feeds", "--await-joins", "2", "--await-leaves", "1", *mode]) as c:
         c.start(2)
         time.sleep(1.0)
         first = c.join(original=2, bootstrap=0)
@@ -222,9 +223,11 @@ def test_kafka_partitions_follow_a_join_and_a_leave(tmp_path, mode, tansu):
 def test_leave_of_the_process_holding_the_most_bins(tmp_path, mode):
     """With ``--rebalance off`` a joiner gets no bins, so each original process holds
     half of them; process 1 leaves, and every one of its 16 bins moves out (a leave
-    moves bins even with rebalancing off) with the counts exact."""
-    epochs = 40
-    with cluster(tmp_path, 3, epochs=epochs, extra=["--bins", "32", "--rebalance", "off", *mode]) as c:
+    moves bins even with rebalancing off) with the counts exact. The feeder goes on
+    (empty epochs) until the join and the leave are done, so the input never ends first."""
+    epochs = 10
+    with cluster(tmp_path, 3, epochs=epochs, extra=["--bins", "32", "--rebalance", "off", "--await-joins", "1",
+                                                    "--await-leaves", "1", *mode]) as c:
         c.start(2)
         joiner = c.join(original=2, bootstrap=0)
         wait_for_line(joiner, r"finished joining", timeout=30)

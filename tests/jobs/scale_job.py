@@ -7,6 +7,11 @@ with ``--notify`` every worker asks to be notified at every epoch (a generic ope
 whose capabilities, on a joiner, start as pending ones). A process asked to leave
 (SIGTERM) stops feeding and closes its input; it writes what it saw to ``--output``
 (``{process}`` is replaced) when it exits, as every process does.
+
+``--await-joins J`` / ``--await-leaves L`` make the feeder go on past ``--epochs``, with
+epochs that carry no words, until it has seen J processes finish joining and L finish
+leaving (their last bin moved out): a test then never races the end of the input
+against a join or a leave, however slow the machine.
 """
 from __future__ import annotations
 
@@ -31,6 +36,28 @@ def joiner_words(worker: int, epoch: int) -> list[str]:
 def count(key, value, state):
     total = (state or 0) + value
     return total, [(key, total)]
+
+
+class Membership:
+    """The processes the feeder has seen finish joining and finish leaving, one look per
+    epoch (a process is one worker index per ``-w``)."""
+
+    def __init__(self, worker) -> None:
+        self.worker = worker
+        self.initial = self._processes(worker.routing_workers)
+        self.joined: set[int] = set()
+        self.reached = self._processes(worker.broadcast_workers)
+        self.left: set[int] = set()
+
+    def _processes(self, workers) -> set[int]:
+        return {w // self.worker.config.workers for w in workers}
+
+    def awaiting(self, args) -> bool:
+        self.joined |= self._processes(self.worker.routing_workers) - self.initial
+        reached = self._processes(self.worker.broadcast_workers)
+        self.reached |= reached
+        self.left = self.reached - reached
+        return len(self.joined) < args.await_joins or len(self.left) < args.await_leaves
 
 
 def run(worker, args):
@@ -60,8 +87,17 @@ def run(worker, args):
     fed = []
     if feeds and start is not None:
         epoch = start
-        while epoch < args.epochs and not worker.leaving:
-            words = feeder_words(epoch) if worker.index == args.feeder else joiner_words(worker.index, epoch)
+        events = Membership(worker)
+        while not worker.leaving:
+            awaiting = events.awaiting(args)      # every epoch, so that no change is missed
+            if epoch >= args.epochs and not (awaiting and worker.index == args.feeder):
+                break
+            if epoch >= args.epochs:
+                words = []
+            elif worker.index == args.feeder:
+                words = feeder_words(epoch)
+            else:
+                words = joiner_words(worker.index, epoch)
             source.send_batch(words)
             fed.append(epoch)
             epoch += 1
@@ -82,6 +118,8 @@ def main(argv):
     parser.add_argument("--joiner-feeds", action="store_true")
     parser.add_argument("--notify", action="store_true")
     parser.add_argument("--bins", type=int, default=32)
+    parser.add_argument("--await-joins", type=int, default=0)
+    parser.add_argument("--await-leaves", type=int, default=0)
     parser.add_argument("--output", required=True)
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
