@@ -74,7 +74,8 @@ def check_counts(results, epochs, log):
 
 def test_joiner_feeds_input_and_is_notified(tmp_path, mode):
     epochs = 30
-    with cluster(tmp_path, 3, epochs=epochs, extra=["--joiner-feeds", "--notify", *mode]) as c:
+    with cluster(tmp_path, 3, epochs=epochs,
+                 extra=["--joiner-feeds", "--notify", "--await-joins", "1", "--join-by", "10", *mode]) as c:
         c.start(2)
         time.sleep(1.0)
         c.join(original=2, bootstrap=0)
@@ -113,9 +114,10 @@ def test_sigterm_moves_bins_out_and_the_others_count_exactly(tmp_path, mode):
 
 
 def test_join_leave_join_counts_exactly(tmp_path, mode):
-    epochs = 50
+    epochs = 20
     with cluster(tmp_path, 4, epochs=epochs,
-                 extra=["--joiner-feeds", "--await-joins", "2", "--await-leaves", "1", *mode]) as c:
+                 extra=["--joiner-feeds", "--joiner-epochs", "5", "--await-joins", "2", "--await-leaves", "1",
+                        *mode]) as c:
         c.start(2)
         time.sleep(1.0)
         first = c.join(original=2, bootstrap=0)

@@ -2,7 +2,8 @@
 
 Every worker counts words with ``state_machine`` (keyed state that moves between
 workers). Worker ``--feeder`` feeds ``FEED`` words per epoch; with ``--joiner-feeds``
-a joined worker feeds words of its own from the epoch its capability was granted at;
+a joined worker feeds words of its own from the epoch its capability was granted at
+(up to ``--epochs``, or for ``--joiner-epochs`` epochs);
 with ``--notify`` every worker asks to be notified at every epoch (a generic operator
 whose capabilities, on a joiner, start as pending ones). A process asked to leave
 (SIGTERM) stops feeding and closes its input; it writes what it saw to ``--output``
@@ -11,7 +12,9 @@ whose capabilities, on a joiner, start as pending ones). A process asked to leav
 ``--await-joins J`` / ``--await-leaves L`` make the feeder go on past ``--epochs``, with
 epochs that carry no words, until it has seen J processes finish joining and L finish
 leaving (their last bin moved out): a test then never races the end of the input
-against a join or a leave, however slow the machine.
+against a join or a leave, however slow the machine. ``--join-by E`` holds epoch E open
+(the workers keep stepping) until the awaited joins are done, so a joiner is granted
+capabilities no later than E + 1.
 """
 from __future__ import annotations
 
@@ -53,11 +56,14 @@ class Membership:
         return {w // self.worker.config.workers for w in workers}
 
     def awaiting(self, args) -> bool:
-        self.joined |= self._processes(self.worker.routing_workers) - self.initial
         reached = self._processes(self.worker.broadcast_workers)
         self.reached |= reached
         self.left = self.reached - reached
-        return len(self.joined) < args.await_joins or len(self.left) < args.await_leaves
+        return self.joining(args) or len(self.left) < args.await_leaves
+
+    def joining(self, args) -> bool:
+        self.joined |= self._processes(self.worker.routing_workers) - self.initial
+        return len(self.joined) < args.await_joins
 
 
 def run(worker, args):
@@ -88,11 +94,14 @@ def run(worker, args):
     if feeds and start is not None:
         epoch = start
         events = Membership(worker)
+        end = args.epochs
+        if worker.index != args.feeder and args.joiner_epochs:
+            end = start + args.joiner_epochs
         while not worker.leaving:
             awaiting = events.awaiting(args)      # every epoch, so that no change is missed
-            if epoch >= args.epochs and not (awaiting and worker.index == args.feeder):
+            if epoch >= end and not (awaiting and worker.index == args.feeder):
                 break
-            if epoch >= args.epochs:
+            if epoch >= end:
                 words = []
             elif worker.index == args.feeder:
                 words = feeder_words(epoch)
@@ -100,6 +109,8 @@ def run(worker, args):
                 words = joiner_words(worker.index, epoch)
             source.send_batch(words)
             fed.append(epoch)
+            if epoch == args.join_by and worker.index == args.feeder:
+                worker.step_while(lambda: events.joining(args) and not worker.leaving)
             epoch += 1
             source.advance_to(epoch)
             deadline = time.monotonic() + args.epoch_delay
@@ -120,6 +131,8 @@ def main(argv):
     parser.add_argument("--bins", type=int, default=32)
     parser.add_argument("--await-joins", type=int, default=0)
     parser.add_argument("--await-leaves", type=int, default=0)
+    parser.add_argument("--join-by", type=int, default=-1)
+    parser.add_argument("--joiner-epochs", type=int, default=0)
     parser.add_argument("--output", required=True)
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
