@@ -427,3 +427,51 @@ def test_kafka_forget_dooms_a_topic_at_once_and_deletes_it_after_the_grace(tansu
         assert [e.label for e in store.read(["a"]).entries] == [2, 3]
     finally:
         store.close()
+
+
+def test_kafka_reads_of_heads_fetch_only_what_was_appended_since(tansu):
+    """Compaction reads the store's heads once per run: a store object remembers what
+    its reads of heads found per segment, so the next read fetches only the records
+    appended since (by any process), and answers exactly what a fresh store object,
+    reading everything, answers; what forget doomed is left out of both."""
+    namespace = f"t{uuid.uuid4().hex[:10]}"
+    store = KafkaStore(tansu.bootstrap, namespace, segment_records=3, grace=3600)
+    other = KafkaStore(tansu.bootstrap, namespace, segment_records=3)     # another process's writer
+
+    def heads(s):
+        c = s.read(["a"], heads=True)
+        return ([(e.op, e.bin, e.label, e.kind) for e in c.entries],
+                sorted((c.worker, c.label) for c in c.commits))
+
+    try:
+        start(store)
+        mine, theirs = store.writer(0, "a"), other.writer(1, "a")
+        appended = 0
+        for round_ in range(4):
+            for label in range(round_ * 4, round_ * 4 + 4):
+                for w, b in ((mine, 0), (theirs, 1)):
+                    w.write(entry("a", w.worker, label, b, label, "base" if label % 4 == 0 else "delta",
+                                  [("k", label)]))
+                    w.write(Commit("a", label, w.worker))
+                    appended += 2
+            assert mine.flush(10) and theirs.flush(10)
+            fetched = store.heads_fetched
+            fresh = KafkaStore(tansu.bootstrap, namespace)
+            try:
+                assert heads(store) == heads(fresh)
+            finally:
+                fresh.close()
+            # every record once, and the segment-closing marks of the rolls since
+            new = store.heads_fetched - fetched
+            assert appended <= new <= appended + appended // 3 + 2, (round_, new, appended)
+            appended = 0
+            if round_ == 1:
+                held = len(heads(store)[0])
+                assert store.forget({"a"}, lambda e: e.label < 4) > 0
+                assert len(heads(store)[0]) < held      # the doomed segments left out at once
+        fetched = store.heads_fetched
+        heads(store)
+        assert store.heads_fetched == fetched           # nothing appended: nothing fetched
+    finally:
+        store.close()
+        other.close()

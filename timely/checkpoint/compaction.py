@@ -17,9 +17,10 @@ ran during the job (or ``MIN_KEYS`` were written) and commits came after. Only
 the lowest process of the cluster compacts (``lead``), so two never delete the same
 thing.
 
-Costs: ``note`` O(1); ``compact`` one read of the store (O(its records): only each
-entry's head is decoded, never its keys; two without the current incarnation) and the
-deletes.
+Costs: ``note`` O(1); ``compact`` one read of the store's heads (only each entry's
+head is decoded, never its keys; a ``KafkaStore`` fetches only the records appended
+since its last read of heads, so over a job every record is fetched about once) and
+the deletes.
 
 >>> import tempfile
 >>> from timely.checkpoint.records import Commit, Entry, Incarnation

@@ -54,8 +54,11 @@ once a segment a topic creation and a metadata request on a background thread;
 ``writer`` and ``start`` a few broker round trips; ``read`` one metadata round trip and
 every record of the namespace over the network (O(store size), ~100k records/s, at
 least ~0.1 s), decoding only the incarnations, the commits and the entries asked for;
-``forget`` a read that decodes the head of every entry of the incarnations kept, one
-append of marks, and one delete request. Every broker call and wait is bounded by ``timeout``: an unreachable broker
+``forget`` a read of heads, one append of marks, and one delete request. A read of
+heads (``read(..., heads=True)``, ``forget``: compaction's) decodes only each entry's
+head and fetches only what was appended since the store object's last read of heads:
+it keeps what it found per segment (segments only grow until closed, and a topic name
+is never used twice), so compacting now and then fetches each record about once. Every broker call and wait is bounded by ``timeout``: an unreachable broker
 raises a ``CheckpointError`` naming its address.
 
 >>> segment_topic("job.count", "2-ab12cd34", 3, 0)
@@ -71,7 +74,7 @@ import functools
 import re
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 from broker.client import (BrokerError, connect_admin, consumer_config, describe, ensure_topics,
@@ -207,6 +210,20 @@ class _KafkaWriter(TicketWriter):
         self._next = None
 
 
+class _Seen:
+    """What reads found in one segment topic: its records in order (each with the
+    ``(op, bin)`` of an entry, None for a commit), whether it is closed, how many
+    records it holds, and the offset the next read starts at."""
+
+    __slots__ = ("records", "closed", "count", "next")
+
+    def __init__(self) -> None:
+        self.records: list[tuple[Any, Optional[tuple[str, int]]]] = []
+        self.closed = False
+        self.count = 0
+        self.next = 0
+
+
 class KafkaStore:
     """A namespace's checkpoints in Kafka topics at ``brokers`` (see the module).
 
@@ -232,6 +249,12 @@ class KafkaStore:
         self.inc_topic = f"{namespace}.inc"
         self._writers: list[_KafkaWriter] = []
         self._closed = False
+        #: what reads of heads (compaction's) found per segment topic, so the next one
+        #: fetches only what was appended since (see ``_read_segments``)
+        self._heads: dict[str, _Seen] = {}
+        self._heads_lock = threading.Lock()
+        #: instrument: records fetched by reads of heads, over the store's life
+        self.heads_fetched = 0
         with self._naming("cannot open the checkpoint store"):
             self.admin = connect_admin(self.brokers, self.options, timeout)
             self.producer = Producer({**producer_config(self.brokers, {"message.max.bytes": MAX_RECORD_BYTES,
@@ -374,11 +397,13 @@ class KafkaStore:
                 reader.close()
         return incarnations, forgotten, doomed, segments
 
-    def _records(self, consumer: Any, topics: list[str]) -> Iterator[Any]:
+    def _records(self, consumer: Any, topics: Iterable[str], starts: Optional[dict[str, int]] = None,
+                 ) -> Iterator[Any]:
         # from offset 0, not OFFSET_BEGINNING (a ListOffsets that costs librdkafka 0.5 s
         # on Tansu): a topic whose start a broker trimmed lost records, and
         # auto.offset.reset=error makes that an error
-        for batch in scan(consumer, {(t, 0): 0 for t in topics}, timeout=self.timeout):
+        starts = starts or {}
+        for batch in scan(consumer, {(t, 0): starts.get(t, 0) for t in topics}, timeout=self.timeout):
             yield from batch
 
     def _read_inc(self, consumer: Any) -> tuple[list, set, dict]:
@@ -400,30 +425,52 @@ class KafkaStore:
 
     def _read_segments(self, consumer: Any, chains: dict, incs: set,
                        want: Optional[Callable[[str, int], bool]], heads: bool) -> dict:
+        """Per chain its segments ``(segment, records, closed, records in it)``. Reads of
+        heads fetch each segment from where the last one stopped: a segment only grows,
+        until its writer closes it, and a topic name is never reused, so only what was
+        appended since is fetched (compaction reads the store once per run, not its
+        whole history)."""
         where_of = {segment_topic(self.namespace, inc, w, s): (inc, w, s)
                     for (inc, w), segments in chains.items() for s in segments}
-        per_topic: dict[str, list] = {topic: [] for topic in where_of}
-        closed: set[str] = set()
-        counts = dict.fromkeys(per_topic, 0)
-        for m in self._records(consumer, list(where_of)):
-            topic, key = m.topic(), m.key() or b""
-            at = f"{topic}[0]@{m.offset()}"
-            if key == _END:
-                closed.add(topic)
-                continue
-            elif key == _COMMIT:
-                per_topic[topic].append(_decoded(m.value(), at, Commit))
-            elif key.startswith(_ENTRY):
-                if where_of[topic][0] in incs and (want is None or want(*_key_bin(key, at))):
-                    per_topic[topic].append(entry_head(m.value() or b"", at) if heads
-                                            else _decoded(m.value(), at, Entry))
+        with self._heads_lock if heads else nullcontext():
+            if heads:
+                for topic in [t for t in self._heads if t not in where_of]:
+                    del self._heads[topic]          # deleted: nothing reads it again
+                seen = {topic: self._heads.setdefault(topic, _Seen()) for topic in where_of}
             else:
-                raise CheckpointCorrupt(f"a checkpoint record at {at} has an unknown key {key!r}")
-            counts[topic] += 1
-        segments = {}
-        for chain, found in chains.items():
-            topics = [(seg, segment_topic(self.namespace, *chain, seg)) for seg in found]
-            segments[chain] = [(seg, per_topic[t], t in closed, counts[t]) for seg, t in topics]
+                seen = {topic: _Seen() for topic in where_of}
+            fetch = {topic: s.next for topic, s in seen.items() if not s.closed}
+            for m in self._records(consumer, fetch, fetch):
+                topic, key = m.topic(), m.key() or b""
+                at = f"{topic}[0]@{m.offset()}"
+                found = seen[topic]
+                if heads:
+                    self.heads_fetched += 1
+                if key == _END:
+                    found.closed = True
+                    found.next = m.offset() + 1
+                    continue
+                elif key == _COMMIT:
+                    found.records.append((_decoded(m.value(), at, Commit), None))
+                elif key.startswith(_ENTRY):
+                    where = _key_bin(key, at)
+                    if heads:
+                        found.records.append((entry_head(m.value() or b"", at), where))
+                    elif where_of[topic][0] in incs and (want is None or want(*where)):
+                        found.records.append((_decoded(m.value(), at, Entry), where))
+                else:
+                    raise CheckpointCorrupt(f"a checkpoint record at {at} has an unknown key {key!r}")
+                found.count += 1
+                found.next = m.offset() + 1     # (after the decode: a corrupt record is read again)
+            segments = {}
+            for chain, numbers in chains.items():
+                out = []
+                for seg in numbers:
+                    found = seen[segment_topic(self.namespace, *chain, seg)]
+                    records = [r for r, where in found.records
+                               if where is None or chain[0] in incs and (want is None or want(*where))]
+                    out.append((seg, records, found.closed, found.count))
+                segments[chain] = out
         return segments
 
     def read(self, incs: Optional[Iterable[str]] = None,
