@@ -1,18 +1,25 @@
 # cython: language_level=3
-"""Megaphone bins, compiled: ``group_by_bin`` in C.
+"""Megaphone's per-record work, compiled: F's ``group_by_bin`` / ``group_by_target``
+and S's ``apply_fold`` / ``fold_bins``, in C.
 
-This is the Cython twin of the hot function of ``timely.megaphone.bins``. It returns
-the same dict as the pure-Python twin, with the same bins (by the cross-process hash
-defined in ``timely.hashing``), the records in the same order, and the same exceptions
-from the key function, from ``record[0]`` or from a key the hash refuses.
+These are the Cython twins of the hot functions of ``timely.megaphone.bins`` (F) and
+``timely.megaphone.state`` (S). They return what the pure-Python twins return, with the
+same bins (by the cross-process hash defined in ``timely.hashing``), the records in the
+same order, the same state after a fold, and the same exceptions (from the key
+function, from ``record[0]``, from a key the hash refuses, from a fold: a
+``StatefulError`` naming the operator, the key and the time). The user's key function
+and fold stay Python calls; what is compiled is the loop around them.
 
 How: the hash is ``hash64`` of ``pyx/_stable_hash.pxd`` (C ``uint64_t`` arithmetic on
 the key's own buffers, shared with the compiled ``Exchange`` partition,
 ``timely.dataflow._cexchange``).
 
-Costs: O(records): per record one hash in C, one dict lookup and one list append; the
-key function, when given, is called once per record. With ``k == 0`` every record goes to bin 0 and no key is
-computed (as in the pure twin).
+Costs: ``group_by_bin`` O(records): per record one hash in C, one dict lookup and one
+list append; the key function, when given, is called once per record. With ``k == 0``
+every record goes to bin 0 and no key is computed (as in the pure twin).
+``group_by_target`` adds one table lookup per bin. ``apply_fold``: per record one call
+of the fold and one or two dict operations; ``fold_bins`` one dict lookup per bin on
+top (and, with checkpoints on, one ``touch`` call per bin).
 
 >>> group_by_bin([("a", 1), ("a", 2)], None, 0)
 {0: [('a', 1), ('a', 2)]}
@@ -24,6 +31,7 @@ from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
 from cpython.list cimport PyList_Append
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from cpython.ref cimport PyObject
+from operator import itemgetter
 
 # The hash itself is shared with timely.dataflow's compiled exchange (pyx/_stable_hash.pxd).
 from _stable_hash cimport hash64 as _hash
@@ -81,3 +89,94 @@ def group_by_bin(records: object, key: object, k: object) -> dict:
         else:
             group.append(record)
     return out
+
+
+def group_by_target(records: object, key: object, k: object, table: object) -> list:
+    """``[(worker, [(bin, [records...]), ...]), ...]``: ``group_by_bin``, then each bin
+    to its worker by ``table`` (compiled twin of ``timely.megaphone.bins.group_by_target``).
+
+    >>> group_by_target([("a", 1), ("a", 2)], None, 0, (3,))
+    [(3, [(0, [('a', 1), ('a', 2)])])]
+    """
+    cdef dict groups = group_by_bin(records, key, k)
+    cdef dict per_target = {}
+    cdef PyObject *bucket
+    for b, rs in groups.items():
+        w = table[b]
+        bucket = PyDict_GetItemWithError(per_target, w)
+        if bucket is NULL:
+            PyDict_SetItem(per_target, w, [(b, rs)])
+        else:
+            PyList_Append(<object>bucket, (b, rs))
+    return list(per_target.items())
+
+
+# A fold's result that is not a pair of a tuple is unpacked by CPython's own bytecode, so
+# a wrong result fails with the message the pure twin gives (Cython words its own).
+_unpack_pair = eval("lambda result: [(a, b) for a, b in (result,)][0]")
+
+
+cdef object _failed(object name, object key, object time, object e):
+    from timely.megaphone.state import StatefulError      # (imported by then: it imports us)
+    return StatefulError(f"{name}: fold failed for key {key!r} at time {time!r}: "
+                         f"{type(e).__name__}: {e}")
+
+
+cdef int _fold(object fold, object state, object records, object emit, object name,
+               object time) except -1:
+    cdef PyObject *found
+    cdef bint plain = type(state) is dict
+    get = None if plain else state.get
+    for record in records:
+        key, value = record
+        if plain:
+            found = PyDict_GetItemWithError(<dict>state, key)
+            old = None if found is NULL else <object>found
+        else:
+            old = get(key)
+        try:
+            result = fold(key, value, old)
+            if type(result) is tuple and PyTuple_GET_SIZE(result) == 2:
+                new = <object>PyTuple_GET_ITEM(result, 0)
+                outputs = <object>PyTuple_GET_ITEM(result, 1)
+            else:
+                new, outputs = _unpack_pair(result)
+        except Exception as e:
+            raise _failed(name, key, time, e) from e
+        if new is None:
+            state.pop(key, None)
+        elif plain:
+            PyDict_SetItem(<dict>state, key, new)
+        else:
+            state[key] = new
+        if outputs:
+            emit(outputs)
+    return 0
+
+
+def apply_fold(fold: object, state: object, records: object, emit: object, name: object,
+               time: object) -> None:
+    """Apply ``fold`` to each ``(key, value)`` of ``records`` against ``state`` (compiled
+    twin of ``timely.megaphone.state.apply_fold``)."""
+    _fold(fold, state, records, emit, name, time)
+
+
+_key_of = itemgetter(0)
+
+
+def fold_bins(fold: object, states: object, entries: object, emit: object, name: object,
+              time: object) -> None:
+    """``state_machine``'s S at one time (compiled twin of
+    ``timely.megaphone.state.fold_bins``)."""
+    cdef dict bins = states.bins
+    cdef PyObject *found
+    log = states.log
+    for entry in entries:
+        _, b, records = entry
+        found = PyDict_GetItemWithError(bins, b)
+        if found is NULL:
+            from timely.megaphone.state import _missing_bin
+            raise _missing_bin(states, b)
+        if log is not None:
+            log.touch(b, map(_key_of, records))
+        _fold(fold, (<object>found).state, records, emit, name, time)

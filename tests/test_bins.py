@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from timely import hashing
 from timely.megaphone import bins
 from timely.megaphone.bins import (MASK, RoutingTable, bin_of, bin_shift, py_group_by_bin,
-                                   py_stable_hash64)
+                                   py_group_by_target, py_stable_hash64)
 from timely._twin import pure_python_forced
 from twin_calls import outcome
 
@@ -231,6 +231,7 @@ def test_the_module_uses_the_compiled_twin(compiled_bins):
     else:
         assert bins.IMPLEMENTATION == hashing.IMPLEMENTATION == "cython"
         assert bins.stable_hash64 is c.stable_hash64 and bins.group_by_bin is c.group_by_bin
+        assert bins.group_by_target is c.group_by_target
 
 
 # ---- known answers: the cross-process contract ---------------------------------------
@@ -461,3 +462,90 @@ def test_workers_must_be_non_negative_ints(table):
         RoutingTable(table)
     with pytest.raises(ValueError, match="worker index"):
         RoutingTable([0, 0]).with_moves([(1, table[0] if table[0] != 0 else table[1])])
+
+
+# ---- group_by_target (F) ---------------------------------------------------------------
+@given(st.one_of(record_lists, skewed), st.sampled_from([1, 8, 16]), st.integers(1, 4))
+def test_group_by_target_twins_agree_and_follow_the_table(compiled_bins, records, k, workers):
+    """Each bin's records go, whole and in order, to the worker the table gives that
+    bin; workers and their bins in order of first appearance; both twins alike."""
+    table = tuple((b * 7 + 3) % workers for b in range(1 << k))
+    got = compiled_bins.group_by_target(records, None, k, table)
+    assert outcome(py_group_by_target, records, None, k, table) == ("ok", got)
+    expected: dict = {}
+    for b, rs in py_group_by_bin(records, None, k).items():
+        expected.setdefault(table[b], []).append((b, rs))
+    assert got == list(expected.items())
+
+
+@pytest.mark.parametrize("table", [(0,), (0, 1), ()])
+def test_group_by_target_refuses_a_table_too_short_like_the_pure_twin(bins_twin, table):
+    """A table without an entry for a bin raises IndexError in both twins."""
+    records = [(f"k{i}", i) for i in range(50)]
+    assert outcome(bins_twin.group_by_target, records, None, 8, table)[0] is IndexError
+    assert outcome(bins_twin.group_by_target, records, None, 8, table) == \
+        outcome(py_group_by_target, records, None, 8, table)
+
+
+# ---- apply_fold / fold_bins (S) --------------------------------------------------------
+def fold_for_tests(key, value, state):
+    """A running total that deletes its key at 0 (a None state), emits each change, and
+    fails on the value 13 (or returns something that is not a pair, on 17)."""
+    if value == 13:
+        raise ZeroDivisionError(f"unlucky {key!r}")
+    if value == 17:
+        return None
+    total = (state or 0) + value
+    return (None if total == 0 else total), [(key, total)]
+
+
+fold_records = st.lists(st.tuples(st.sampled_from(["a", "b", 3, (1, "c")]), st.integers(-3, 17)), max_size=40)
+
+
+def run_fold(fn, make_state, records, bins_):
+    """What ``fn`` (apply_fold or fold_bins) did: its outcome, the states after, what it emitted."""
+    from types import SimpleNamespace
+    from timely.megaphone.state import BinStates
+    emitted: list = []
+    if fn.__name__ == "apply_fold":
+        state = make_state({"a": 5})
+        result = outcome(fn, fold_for_tests, state, records, emitted.extend, "Op", 7)
+        return result, dict(state), emitted
+    states = BinStates("Op", 0, range(bins_))
+    for b in states.bins.values():
+        b.state = make_state({"a": 5})
+    touched: list = []
+    states.log = SimpleNamespace(touch=lambda b, keys: touched.append((b, list(keys))))
+    entries = [(0, b, rs) for b, rs in py_group_by_bin(records, None, 2).items()]
+    result = outcome(fn, fold_for_tests, states, entries, emitted.extend, "Op", 7)
+    return result, {b: dict(bin.state) for b, bin in states.bins.items()}, emitted, touched
+
+
+@given(fold_records, st.sampled_from([1, 4]))
+def test_fold_twins_agree_on_state_outputs_and_errors(compiled_bins, records, bins_):
+    """Same state, outputs and error (a StatefulError naming the operator, the key and
+    the time, the fold's exception chained; the failing record not applied) from both
+    twins, on plain dicts and TrackedDicts; fold_bins tells the log each bin's keys, and
+    a bin not held is a StatefulError."""
+    from timely.checkpoint.tracked import TrackedDict
+    from timely.megaphone.state import py_apply_fold, py_fold_bins
+    for make_state in (dict, TrackedDict):
+        assert run_fold(compiled_bins.apply_fold, make_state, records, bins_) == \
+            run_fold(py_apply_fold, make_state, records, bins_)
+        got = run_fold(compiled_bins.fold_bins, make_state, records, bins_)
+        assert got == run_fold(py_fold_bins, make_state, records, bins_)
+        if any(v in (13, 17) for _, v in records):
+            assert "StatefulError" in repr(got[0][0]) and "Op: fold failed for key" in got[0][1]
+            assert "at time 7" in got[0][1]
+
+
+def test_fold_errors_chain_the_original_and_a_missing_bin_is_named(bins_twin):
+    from timely.megaphone.state import BinStates, StatefulError
+    state = {"a": 1}
+    with pytest.raises(StatefulError, match=r"Op: fold failed for key 'b' at time 3: ZeroDivisionError") as e:
+        bins_twin.apply_fold(fold_for_tests, state, [("a", 1), ("b", 13), ("c", 1)], [].extend, "Op", 3)
+    assert isinstance(e.value.__cause__, ZeroDivisionError)
+    assert state == {"a": 2}                          # before the failure applied, after it not
+    states = BinStates("Op", 4, [0])
+    with pytest.raises(StatefulError, match=r"worker 4 received records of bin 1, which it does not hold"):
+        bins_twin.fold_bins(fold_for_tests, states, [(0, 1, [("a", 1)])], [].extend, "Op", 3)

@@ -5,8 +5,9 @@ Megaphone does not route keys to workers directly: keys hash to one of ``2**k`` 
 bin moves every key in it, so a migration costs O(bins moved), not O(keys).
 
 A key's bin is the top ``k`` bits of its ``timely.hashing.stable_hash64`` (the same in
-every process). Costs: ``group_by_bin`` O(records), one hash per record (in C with the
-compiled twin, ``timely.megaphone._cbins``); a ``RoutingTable`` lookup O(1).
+every process). Costs: ``group_by_bin`` O(records), one hash per record, and ``group_by_target``
+(F's routing) one table lookup per bin on top (both in C with the compiled twin,
+``timely.megaphone._cbins``); a ``RoutingTable`` lookup O(1).
 
 >>> bin_of(stable_hash64("word"), 8) < 256
 True
@@ -63,6 +64,26 @@ def group_by_bin(records: Sequence[Any], key: Optional[Callable[[Any], Any]], k:
         else:
             group.append(record)
     return out
+
+
+def group_by_target(records: Sequence[Any], key: Optional[Callable[[Any], Any]], k: int,
+                    table: Sequence[int]) -> list:
+    """F's routing of a batch: ``[(worker, [(bin, [records...]), ...]), ...]`` by
+    ``table`` (bin -> worker), workers and their bins in order of first appearance,
+    records in order within a bin (``group_by_bin``, then one table lookup per bin).
+
+    >>> group_by_target([("a", 1), ("a", 2)], None, 0, (3,))
+    [(3, [(0, [('a', 1), ('a', 2)])])]
+    """
+    per_target: dict = {}
+    for b, rs in py_group_by_bin(records, key, k).items():
+        w = table[b]
+        bucket = per_target.get(w)
+        if bucket is None:
+            per_target[w] = [(b, rs)]
+        else:
+            bucket.append((b, rs))
+    return list(per_target.items())
 
 
 class RoutingTable:
@@ -128,7 +149,9 @@ class RoutingTable:
 # The pure-Python twin stays importable as ``py_group_by_bin``; the compiled twin
 # replaces the public name when it is built (see timely._twin).
 py_group_by_bin = group_by_bin
+py_group_by_target = group_by_target
 _compiled = compiled("timely.megaphone._cbins")
 IMPLEMENTATION = "python" if _compiled is None else "cython"
 if _compiled is not None:
     group_by_bin = _compiled.group_by_bin
+    group_by_target = _compiled.group_by_target

@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional
 from ..dataflow.channels import Direct, Pipeline
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
-from .bins import RoutingTable, group_by_bin
+from .bins import RoutingTable, group_by_target
 from .control import ControlError, UnknownWorker, bootstraps, compile_configuration
 
 log = logging.getLogger("timely.megaphone")
@@ -106,15 +106,7 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
     give_data = data_out.give_unchecked
 
     def route(time: Any, records: list, cap: Any) -> None:
-        table = router.table_at(time)
-        per_target: dict = {}
-        for b, rs in group_by_bin(records, key, k).items():
-            bucket = per_target.get(table[b])
-            if bucket is None:
-                per_target[table[b]] = [(b, rs)]
-            else:
-                bucket.append((b, rs))
-        messages = list(per_target.items())
+        messages = group_by_target(records, key, k, router.table_at(time))
         if cap is None:
             give_data(time, messages)
         else:

@@ -9,7 +9,9 @@ bin, in time order. A bin carries its state (a dict, key -> value) and its pendi
 notifications (records its logic scheduled for later times), which travel with it.
 
 Costs: receiving a batch O(bins touched); applying one record is one call of the
-user's function; a notification O(1) to schedule.
+user's function (``state_machine``: the loop around it, over bins and records, in C
+with the compiled twin of ``fold_bins`` / ``apply_fold``, ``timely.megaphone._cbins``);
+a notification O(1) to schedule.
 
 >>> import timely
 >>> def count(key, value, state):
@@ -35,6 +37,7 @@ import logging
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Optional
 
+from .._twin import compiled
 from ..dataflow.channels import Direct
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
@@ -362,6 +365,24 @@ def apply_fold(fold: Callable[[Any, Any, Any], tuple], state: dict, records: Ite
             emit(outputs)
 
 
+def fold_bins(fold: Callable[[Any, Any, Any], tuple], states: BinStates, entries: Iterable,
+              emit: Callable[[Iterable], Any], name: str, time: Any) -> None:
+    """``state_machine``'s S at one time: for each ``(input, bin, records)`` of
+    ``entries``, ``apply_fold`` against the bin's state (a bin not held here raises
+    StatefulError), telling the bin's checkpoint log (if any) which keys it touches.
+    The compiled twin (``timely.megaphone._cbins``) replaces this name when built;
+    ``py_fold_bins`` is always this one."""
+    bins = states.bins
+    log = states.log
+    for _, b, records in entries:
+        bin = bins.get(b)
+        if bin is None:
+            raise _missing_bin(states, b)
+        if log is not None:
+            log.touch(b, map(_key_of, records))
+        py_apply_fold(fold, bin.state, records, emit, name, time)
+
+
 def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], control: Optional[Stream] = None,
                   name: str = "StateMachine", bins: int = DEFAULT_BINS) -> Stream:
     """Apply ``fold(key, value, state) -> (new_state, outputs)`` to each ``(key, value)``
@@ -369,19 +390,9 @@ def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], contro
     The outputs are emitted at the record's time. ``control``: a stream of Map / Move /
     Bootstrap commands, or None for the cluster's rebalancer."""
     def make_apply(states, out, schedule):
-        bins_ = states.bins
-
         def apply(t, cap, entries, _bins_due):
             emitted: list = []
-            extend = emitted.extend
-            log = states.log
-            for _, b, records in entries:
-                bin = bins_.get(b)
-                if bin is None:
-                    raise _missing_bin(states, b)
-                if log is not None:
-                    log.touch(b, map(_key_of, records))
-                apply_fold(fold, bin.state, records, extend, name, t)
+            fold_bins(fold, states, entries, emitted.extend, name, t)
             if emitted:
                 out.give_batch(cap, emitted)
         return apply
@@ -445,3 +456,13 @@ def stateful_binary(stream: Stream, other: Stream, control: Optional[Stream], ke
     routed by one routing table, so a key's records of either input meet one state."""
     return _stateful([stream, other], [key1, key2], control, name, bins,
                      _keyed_logic_apply(logic, name, 2))
+
+
+# The pure-Python twins stay importable as ``py_apply_fold`` / ``py_fold_bins``; the
+# compiled twins replace the public names when built (see timely._twin).
+py_apply_fold = apply_fold
+py_fold_bins = fold_bins
+_compiled = compiled("timely.megaphone._cbins")
+if _compiled is not None:
+    apply_fold = _compiled.apply_fold
+    fold_bins = _compiled.fold_bins
