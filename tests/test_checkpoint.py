@@ -212,6 +212,20 @@ def test_tracked_dict_twins_agree(compiled_tracked, ops):
         assert marked is None or since <= marked
 
 
+def test_tracked_dict_twins_refuse_an_unhashable_key_alike(compiled_tracked):
+    """A key dict refuses (unhashable) raises dict's TypeError from every access, in
+    both twins, and marks nothing; a missing key is dict's KeyError."""
+    from timely.checkpoint import tracked
+    from twin_calls import outcome
+    for d in (tracked.PyTrackedDict({"a": 1}), compiled_tracked.TrackedDict({"a": 1})):
+        for access in (lambda: d.get([1]), lambda: d[[1]], lambda: d.__setitem__([1], 2),
+                       lambda: d.__delitem__([1])):
+            assert outcome(access) == (TypeError, "unhashable type: 'list'")
+        assert outcome(lambda: d["b"]) == (KeyError, "'b'")
+        assert outcome(lambda: d.__delitem__("b"))[0] is KeyError
+        assert d.changed <= {"b"} and dict(d) == {"a": 1}
+
+
 # ---- whole jobs, stopped and started again -------------------------------------------
 def _count(key, value, state):
     total = value if state is None else state + value
