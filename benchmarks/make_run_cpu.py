@@ -11,8 +11,7 @@ CPU seconds per million clicks per stage, the CPU share of the two cores used in
 write phase, and the run's own end-to-end figures. PNG: CPU per stage and phase,
 stacked. ``--quick``: 200k clicks.
 
-Caveat: a process that lives less than a sampling interval, or the last interval of
-one, is under-counted (Spark's short-lived Python workers most).
+Sampling: ``_stages.StageSampler`` over the run's process tree (see its caveat).
 """
 from __future__ import annotations
 
@@ -24,46 +23,10 @@ import threading
 import time
 
 from _common import ROOT, figure, parse_args, style, table, write_report
+from _stages import STAGES, StageSampler
 
-STAGES = ["Spark JVM", "Spark Python workers", "dataflow processes", "broker (Tansu)", "driver"]
 PHASES = [("clean clicks enriched", "generate + clean"), (r"spark: wrote", "write + process epochs"),
           (r"^dataflow:", "last results"), (r"spark check", "Spark's check")]
-
-
-def stage_of(cmdline: str) -> str | None:
-    if "tansu" in cmdline:
-        return "broker (Tansu)"
-    if "java" in cmdline:
-        return "Spark JVM"
-    if "pyspark" in cmdline:
-        return "Spark Python workers"
-    if "dataflow.py" in cmdline:
-        return "dataflow processes"
-    if "run.py" in cmdline:
-        return "driver"
-    return None
-
-
-def sample(seen: dict) -> dict:
-    """CPU seconds by stage, of every process seen so far (the last value each had)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stage = stage_of(cmdline)
-        if stage is not None:
-            seen[pid] = (stage, (int(fields[11]) + int(fields[12])) / tick)
-    totals = dict.fromkeys(STAGES, 0.0)
-    for stage, cpu in seen.values():
-        totals[stage] += cpu
-    return totals
 
 
 def main() -> None:
@@ -80,13 +43,13 @@ def main() -> None:
             lines.append((time.time(), line.rstrip()))
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    seen: dict = {}
     samples = []
-    while proc.poll() is None:
-        samples.append((time.time(), sample(seen)))
-        time.sleep(0.2)
-    reader.join(10)
-    samples.append((time.time(), sample(seen)))
+    with StageSampler(proc.pid) as sampler:
+        while proc.poll() is None:
+            samples.append((time.time(), sampler.totals()))
+            time.sleep(0.2)
+        reader.join(10)
+        samples.append((time.time(), sampler.totals()))
     output = "\n".join(line for _, line in lines)
     if proc.returncode != 0:
         raise SystemExit(f"make run's pipeline failed ({proc.returncode}):\n{output[-3000:]}")

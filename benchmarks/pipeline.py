@@ -6,13 +6,19 @@
    ``kafka_source`` (decoding every event, one epoch at a time) and counts; the limit is
    a bare confluent-kafka loop over the same topic that only touches each record. Both
    for one event per record and for packed records.
-3. End to end (examples/pipeline): Spark writes epoch by epoch while a 2-process
-   cluster (a third joins) aggregates into Kafka: clicks/s from the first write until
-   the last results are in Kafka, and per epoch the time from Spark's write of the
-   epoch to its results being readable; in peer-to-peer and in Kafka progress mode.
+3. End to end (examples/pipeline, ``make run``'s configuration without its SIGKILL):
+   Spark writes epoch by epoch while a 2-process cluster (a third joins) aggregates
+   into Kafka: clicks/s from the first write until the last results are in Kafka, and
+   per epoch the time from Spark's write of the epoch to its results being readable;
+   in peer-to-peer mode with Spark writing packed records (its default) and one click
+   per record, and in Kafka progress mode (packed). For each run, the CPU seconds per
+   million clicks of each stage (``_stages.StageSampler``: the Spark JVM, Spark's
+   Python workers, the dataflow processes, the broker, this driver), from the clicks
+   made (the cluster starting, then the epochs written) to the last results in Kafka.
 
-A Tansu broker and a local SparkSession are started for the run. Plot: per-epoch
-latency, both progress modes.
+A Tansu broker and a local SparkSession are started for the run. Plots: per-epoch
+latency (``pipeline_latency.png``) and the CPU per million clicks by stage, stacked,
+per end-to-end run (``pipeline_cpu.png``).
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import time
 import uuid
 
 from _common import ROOT, figure, parse_args, percentiles, style, table, write_report
+from _stages import STAGES, StageSampler, difference
 
 sys.path.insert(0, os.path.join(ROOT, "examples", "pipeline"))
 
@@ -110,27 +117,45 @@ def main() -> None:
                       f"{r['dataflow_events_per_s']:,.0f}", f"{r['dataflow_vs_bare']:.2f}"] for r in reads],
                     ["events/record", "spark write clicks/s", "bare loop events/s", "dataflow events/s", "dataflow/bare"]))
 
-        # 3: end to end, both progress modes
+        # 3: end to end: p2p packed and one click per record, Kafka progress packed
         clean.unpersist()
         rows.unpersist()
         ends = {}
-        for mode in ("p2p", "kafka"):
-            progress = ([] if mode == "p2p" else
-                        ["--progress-mode", "kafka", "--kafka-bootstrap", brokers,
-                         "--kafka-prefix", f"bp{uuid.uuid4().hex[:8]}"])
-            report = pipeline.run_pipeline(spark, brokers, events, epochs, partitions, progress=progress,
-                                           say=lambda *_: None)
-            if report.differences:
-                raise SystemExit(f"{mode}: the Spark check found {report.differences} differences")
-            lat = percentiles(list(report.latencies_ms.values()))
-            ends[mode] = {"clicks": report.clean, "seconds": report.seconds,
-                          "end_to_end_clicks_per_s": report.clean / report.seconds["dataflow"],
-                          "latency_ms": lat, "per_epoch_ms": report.latencies_ms}
+        with StageSampler(os.getpid()) as sampler:
+            for name, mode, per_record in (("p2p", "p2p", None), ("p2p_1_per_record", "p2p", 1),
+                                           ("kafka", "kafka", None)):
+                progress = ([] if mode == "p2p" else
+                            ["--progress-mode", "kafka", "--kafka-bootstrap", brokers,
+                             "--kafka-prefix", f"bp{uuid.uuid4().hex[:8]}"])
+                marks = {}
+
+                def say(line, marks=marks):
+                    if line.startswith("spark: made"):          # the clicks are made: writing starts
+                        marks["start"] = sampler.totals()
+                    elif line.startswith("dataflow:"):          # every result is in Kafka
+                        marks["end"] = sampler.totals()
+                report = pipeline.run_pipeline(spark, brokers, events, epochs, partitions, progress=progress,
+                                               rows_per_message=per_record, say=say)
+                if report.differences:
+                    raise SystemExit(f"{name}: the Spark check found {report.differences} differences")
+                if any(report.codes):
+                    raise SystemExit(f"{name}: the dataflow's exit codes were {report.codes}")
+                lat = percentiles(list(report.latencies_ms.values()))
+                cpu = difference(marks["end"], marks["start"])
+                ends[name] = {"progress": mode, "clicks_per_record": per_record or "packed (writer default)",
+                              "clicks": report.clean, "seconds": report.seconds,
+                              "end_to_end_clicks_per_s": report.clean / report.seconds["dataflow"],
+                              "latency_ms": lat, "per_epoch_ms": report.latencies_ms,
+                              "cpu_s": cpu, "cpu_s_per_million_clicks": {k: v / report.clean * 1e6
+                                                                        for k, v in cpu.items()}}
         results["end_to_end"] = ends
         spark.stop()
     print(table([[m, f"{e['end_to_end_clicks_per_s']:,.0f}", f"{e['latency_ms']['p50']:.0f}",
                   f"{e['latency_ms']['max']:.0f}"] for m, e in ends.items()],
-                ["progress", "end-to-end clicks/s", "epoch latency p50 ms", "max ms"]))
+                ["run", "end-to-end clicks/s", "epoch latency p50 ms", "max ms"]))
+    print(table([[m, *(f"{e['cpu_s_per_million_clicks'][s]:.1f}" for s in STAGES),
+                  f"{sum(e['cpu_s_per_million_clicks'].values()):.1f}"] for m, e in ends.items()],
+                ["CPU s per million clicks", *STAGES, "total"]))
     summary = {
         "spark_write_clicks_per_s": reads[0]["spark_write_clicks_per_s"],
         "spark_write_packed_clicks_per_s": reads[1]["spark_write_clicks_per_s"],
@@ -141,19 +166,36 @@ def main() -> None:
         "bare_loop_packed_events_per_s": reads[1]["bare_events_per_s"],
         "dataflow_vs_bare_packed": reads[1]["dataflow_vs_bare"],
         "end_to_end_p2p_clicks_per_s": ends["p2p"]["end_to_end_clicks_per_s"],
+        "end_to_end_p2p_1_per_record_clicks_per_s": ends["p2p_1_per_record"]["end_to_end_clicks_per_s"],
+        "end_to_end_packed_over_1_per_record": (ends["p2p"]["end_to_end_clicks_per_s"]
+                                                / ends["p2p_1_per_record"]["end_to_end_clicks_per_s"]),
         "end_to_end_kafka_clicks_per_s": ends["kafka"]["end_to_end_clicks_per_s"],
         "kafka_vs_p2p_end_to_end": ends["kafka"]["end_to_end_clicks_per_s"] / ends["p2p"]["end_to_end_clicks_per_s"],
         "epoch_latency_p50_ms_p2p": ends["p2p"]["latency_ms"]["p50"],
         "epoch_latency_p50_ms_kafka": ends["kafka"]["latency_ms"]["p50"],
+        "epoch_latency_p50_ms_p2p_1_per_record": ends["p2p_1_per_record"]["latency_ms"]["p50"],
+        "cpu_s_per_million_clicks": {m: e["cpu_s_per_million_clicks"] for m, e in ends.items()},
+        "cpu_s_per_million_clicks_total": {m: sum(e["cpu_s_per_million_clicks"].values()) for m, e in ends.items()},
     }
     write_report(args.json, "pipeline", summary, results)
     with figure(os.path.splitext(args.json)[0] + "_latency.png", figsize=(7, 3.5)) as ax:
-        for mode, e in ends.items():
+        for name, e in ends.items():
             xs = sorted(e["per_epoch_ms"])
-            ax.plot(xs, [e["per_epoch_ms"][x] for x in xs], marker="o", label=f"{mode} progress")
+            ax.plot(xs, [e["per_epoch_ms"][x] for x in xs], marker="o", label=name)
         style(ax, xlabel="epoch (a process joins after a third of them)",
               ylabel="Spark write -> results in Kafka (ms)", title=f"pipeline, {events:,} clicks: per-epoch latency",
               legend=True)
+    with figure(os.path.splitext(args.json)[0] + "_cpu.png", figsize=(7.5, 4.2)) as ax:
+        names = list(ends)
+        bottom = [0.0] * len(names)
+        for stage in STAGES:
+            values = [ends[m]["cpu_s_per_million_clicks"][stage] for m in names]
+            ax.bar(names, values, bottom=bottom, label=stage)
+            bottom = [b + v for b, v in zip(bottom, values)]
+        ax.set_ylim(0, max(bottom) * 1.4)           # room for the legend above the bars
+        style(ax, ylabel="CPU seconds per million clicks",
+              title=f"pipeline end to end, {events:,} clicks: CPU by stage",
+              legend={"fontsize": 8, "loc": "upper center", "ncol": 3})
 
 
 if __name__ == "__main__":

@@ -120,13 +120,15 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
                  partitions: int = 4, processes: int = 2, join_after: Optional[int] = None,
                  progress: tuple = (), workers: int = 1, pace: float = 0.0,
                  migration: str = "all-at-once", kill_after: Optional[int] = -1, metrics_port: int = 0,
-                 screenshot: Optional[str] = None, say=print) -> Report:
+                 screenshot: Optional[str] = None, rows_per_message: Optional[int] = None,
+                 say=print) -> Report:
     """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
     whose write a process joins (default a third of the way; -1 for none);
     ``kill_after``: the epoch after whose write process 1 is SIGKILLed and a
     replacement started (None: two thirds of the way; -1, the default here, for none);
     ``metrics_port``: process p serves metrics and the status page on it + p (0: off);
-    ``screenshot``: a PNG of the status page taken once the joiner holds bins."""
+    ``screenshot``: a PNG of the status page taken once the joiner holds bins;
+    ``rows_per_message``: clicks per Kafka record Spark writes (None: its packed default)."""
     report = Report()
     run = uuid.uuid4().hex[:8]
     clicks, results = f"clicks-{run}", f"results-{run}"
@@ -160,7 +162,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         cluster.start(processes)
         t = time.monotonic()
         for epoch in range(epochs):
-            spark_jobs.write_epoch(rows, brokers, clicks, epoch)
+            spark_jobs.write_epoch(rows, brokers, clicks, epoch, rows_per_message)
             report.written_at[epoch] = time.monotonic()
             if epoch == join_after:
                 cluster.join(original=processes)

@@ -16,7 +16,7 @@ or extra or present twice. Costs: Spark jobs over the events, O(events) each.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 CATEGORIES = ["books", "music", "garden", "toys", "sports", "food", "travel", "home",
               "beauty", "games", "office", "tools"]
@@ -83,11 +83,15 @@ def to_kafka_rows(events: Any, partitions: int) -> Any:
     return partition_for_kafka(rows, partitions, key_col="user").cache()
 
 
-def write_epoch(rows: Any, brokers: str, topic: str, epoch: int) -> None:
-    """Write epoch ``epoch``'s rows to ``topic``, then its markers on every partition."""
+def write_epoch(rows: Any, brokers: str, topic: str, epoch: int, rows_per_message: Optional[int] = None) -> None:
+    """Write epoch ``epoch``'s rows to ``topic``, then its markers on every partition;
+    ``rows_per_message``: events per Kafka record (None: the writer's default, packed)."""
     from pyspark.sql import functions as F
-    (rows.where(F.col("epoch") == epoch).drop("user").write.format("timely-kafka")
-     .option("kafka.bootstrap.servers", brokers).option("topic", topic).mode("append").save())
+    writer = (rows.where(F.col("epoch") == epoch).drop("user").write.format("timely-kafka")
+              .option("kafka.bootstrap.servers", brokers).option("topic", topic))
+    if rows_per_message is not None:
+        writer = writer.option("rowsPerMessage", str(rows_per_message))
+    writer.mode("append").save()
 
 
 def expected(events: Any) -> Any:
