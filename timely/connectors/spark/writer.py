@@ -15,7 +15,9 @@ only, with epoch = micro-batch id + ``epochOffset``; the driver's commit, which 
 after all of the micro-batch's tasks returned, appends one marker per partition. An
 aborted write appends nothing, so its records stay orphans that no marker covers.
 Costs: one produce call per record, two delivery callbacks per (partition, epoch), one
-wait for delivery per (partition, epoch) in batch writes.
+wait for delivery per (partition, epoch) in batch writes; a task finds the stretches of
+rows with one partition and epoch with Arrow's kernels, so the Python work per row is
+only what its record needs (packed: a decode of the value in the format).
 """
 from __future__ import annotations
 
@@ -94,21 +96,20 @@ class _TaskWriter:
             for batch in batches:
                 values = batch.column("value").to_pylist()
                 keys = batch.column("key").to_pylist() if conf.has_key else None
-                parts = batch.column("partition").to_pylist() if conf.has_partition else None
-                eps = batch.column("epoch").to_pylist() if conf.has_epoch else None
+                parts = batch.column("partition") if conf.has_partition else None
+                eps = batch.column("epoch") if conf.has_epoch else None
                 open_runs = self.open
-                for i, value in enumerate(values):
-                    p = default_partition if parts is None else parts[i]
-                    e = self.fixed_epoch if eps is None else eps[i]
+                for lo, hi in _runs([c for c in (parts, eps) if c is not None], len(values)):
+                    p = default_partition if parts is None else parts[lo].as_py()
+                    e = self.fixed_epoch if eps is None else eps[lo].as_py()
                     run = open_runs.get(p)
                     if run is None or run.epoch != e:
                         run = self._start(p, e)
                     if self.packing:
-                        run.packed.append(value)
-                        if len(run.packed) == conf.rows_per_message:
-                            self._pack(run)
+                        self._add_packed(run, values[lo:hi])
                     else:
-                        self._emit(run, None if keys is None else keys[i], value, run.headers)
+                        for i in range(lo, hi):
+                            self._emit(run, None if keys is None else keys[i], values[i], run.headers)
             for p in sorted(self.open):
                 self._finish(self.open[p])
             self.open.clear()
@@ -155,13 +156,24 @@ class _TaskWriter:
             run.held = (key, value, headers)
         run.records += 1
 
-    def _pack(self, run: _Run) -> None:
+    def _add_packed(self, run: _Run, values: list) -> None:
+        """Add ``values`` to ``run``'s pack and write every full one (``rowsPerMessage``)."""
+        packed = run.packed
+        packed.extend(values)
+        size = self.conf.rows_per_message
+        full = len(packed) // size * size
+        if full:
+            for k in range(0, full, size):
+                self._pack(run, packed[k:k + size])
+            run.packed = packed[full:]
+
+    def _pack(self, run: _Run, values: list) -> None:
         fmt = self.conf.format
         if self.conf.rows_auto:
             # Packed by default, not by request: a value that is not valid in the format
             # (plain text, with the default json) goes alone, in its place, as it always did.
             parsed: list = []
-            for v in run.packed:
+            for v in values:
                 try:
                     parsed.append(fmt.loads(v))
                 except Exception:  # noqa: BLE001 - any decoder error: not this format
@@ -171,15 +183,13 @@ class _TaskWriter:
                     self._emit(run, None, v, run.headers)
             if parsed:
                 self._emit_packed(run, parsed)
-            run.packed = []
             return
         try:
-            values = [fmt.loads(v) for v in run.packed]
+            events = [fmt.loads(v) for v in values]
         except Exception as exc:  # noqa: BLE001 - any decoder error names the format
             raise ValueError(f"{NAME}: rowsPerMessage packs values as a {fmt.name} array, but a "
                              f"value for {self.conf.topic}[{run.partition}] is not {fmt.name}: {exc}") from None
-        self._emit_packed(run, values)
-        run.packed = []
+        self._emit_packed(run, events)
 
     def _emit_packed(self, run: _Run, values: list) -> None:
         self._emit(run, None, self.conf.format.dumps_many(values), epochs.data_headers(run.epoch, rows=len(values)))
@@ -201,7 +211,8 @@ class _TaskWriter:
         writes) or note its range for the driver (streaming writes)."""
         conf = self.conf
         if run.packed:
-            self._pack(run)
+            self._pack(run, run.packed)
+            run.packed = []
         if run.held is not None:
             self._produce(run.partition, *run.held, run.on_last)
             run.held = None
@@ -227,6 +238,28 @@ class _TaskWriter:
     def _marker_delivered(self, error: Any, message: Any) -> None:
         if error is not None:
             self.marker_errors.append(f"{message.topic()}[{message.partition()}]: {error.str()}")
+
+
+def _runs(columns: list, n: int) -> list[tuple[int, int]]:
+    """``[(lo, hi), ...]``: the stretches of rows ``0..n-1`` over which every column of
+    ``columns`` (Arrow arrays) keeps one value (a null starts a stretch of its own), found
+    by Arrow's compute kernels rather than a Python loop per row.
+
+    >>> _runs([pa.array([0, 0, 1, 1]), pa.array([5, 6, 6, 6])], 4)
+    [(0, 1), (1, 2), (2, 4)]
+    >>> _runs([], 3), _runs([pa.array([], pa.int64())], 0)
+    ([(0, 3)], [])
+    """
+    import pyarrow.compute as pc
+    if n == 0:
+        return []
+    changed = None
+    for column in columns:
+        if n > 1:
+            differs = pc.fill_null(pc.not_equal(column[1:], column[:-1]), True)
+            changed = differs if changed is None else pc.or_(changed, differs)
+    starts = [0] if changed is None else [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist())]
+    return list(zip(starts, starts[1:] + [n]))
 
 
 # ---- writing (driver) ---------------------------------------------------------------------
