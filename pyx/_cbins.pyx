@@ -116,12 +116,6 @@ def group_by_target(records: object, key: object, k: object, table: object) -> l
 _unpack_pair = eval("lambda result: [(a, b) for a, b in (result,)][0]")
 
 
-cdef object _failed(object name, object key, object time, object e):
-    from timely.megaphone.state import StatefulError      # (imported by then: it imports us)
-    return StatefulError(f"{name}: fold failed for key {key!r} at time {time!r}: "
-                         f"{type(e).__name__}: {e}")
-
-
 cdef int _fold(object fold, object state, object records, object emit, object name,
                object time) except -1:
     cdef PyObject *found
@@ -142,7 +136,8 @@ cdef int _fold(object fold, object state, object records, object emit, object na
             else:
                 new, outputs = _unpack_pair(result)
         except Exception as e:
-            raise _failed(name, key, time, e) from e
+            from timely.megaphone.state import _fold_failed     # (imported by then: it imports us)
+            raise _fold_failed(name, key, time, e) from e
         if new is None:
             state.pop(key, None)
         elif plain:

@@ -212,8 +212,9 @@ class _KafkaWriter(TicketWriter):
 
 class _Seen:
     """What reads found in one segment topic: its records in order (each with the
-    ``(op, bin)`` of an entry, None for a commit), whether it is closed, how many
-    records it holds, and the offset the next read starts at."""
+    ``(op, bin)`` of an entry head a later read still filters, None for a commit or an
+    entry the read chose already), whether it is closed, how many records it holds,
+    and the offset the next read starts at."""
 
     __slots__ = ("records", "closed", "count", "next")
 
@@ -397,18 +398,17 @@ class KafkaStore:
                 reader.close()
         return incarnations, forgotten, doomed, segments
 
-    def _records(self, consumer: Any, topics: Iterable[str], starts: Optional[dict[str, int]] = None,
-                 ) -> Iterator[Any]:
-        # from offset 0, not OFFSET_BEGINNING (a ListOffsets that costs librdkafka 0.5 s
-        # on Tansu): a topic whose start a broker trimmed lost records, and
-        # auto.offset.reset=error makes that an error
-        starts = starts or {}
-        for batch in scan(consumer, {(t, 0): starts.get(t, 0) for t in topics}, timeout=self.timeout):
+    def _records(self, consumer: Any, starts: dict[str, int]) -> Iterator[Any]:
+        """Every record of each topic from its start offset (``{topic: offset}``) on.
+        A whole topic is read from offset 0, not OFFSET_BEGINNING (a ListOffsets that
+        costs librdkafka 0.5 s on Tansu): a topic whose start a broker trimmed lost
+        records, and auto.offset.reset=error makes that an error."""
+        for batch in scan(consumer, {(t, 0): offset for t, offset in starts.items()}, timeout=self.timeout):
             yield from batch
 
     def _read_inc(self, consumer: Any) -> tuple[list, set, dict]:
         incarnations, forgotten, doomed = [], set(), {}
-        for m in self._records(consumer, [self.inc_topic]):
+        for m in self._records(consumer, {self.inc_topic: 0}):
             key, at = m.key() or b"", f"{self.inc_topic}[0]@{m.offset()}"
             if key == _INCARNATION:
                 incarnations.append(_decoded(m.value(), at, Incarnation))
@@ -440,7 +440,7 @@ class KafkaStore:
             else:
                 seen = {topic: _Seen() for topic in where_of}
             fetch = {topic: s.next for topic, s in seen.items() if not s.closed}
-            for m in self._records(consumer, fetch, fetch):
+            for m in self._records(consumer, fetch):
                 topic, key = m.topic(), m.key() or b""
                 at = f"{topic}[0]@{m.offset()}"
                 found = seen[topic]
@@ -453,11 +453,10 @@ class KafkaStore:
                 elif key == _COMMIT:
                     found.records.append((_decoded(m.value(), at, Commit), None))
                 elif key.startswith(_ENTRY):
-                    where = _key_bin(key, at)
-                    if heads:
-                        found.records.append((entry_head(m.value() or b"", at), where))
-                    elif where_of[topic][0] in incs and (want is None or want(*where)):
-                        found.records.append((_decoded(m.value(), at, Entry), where))
+                    if heads:               # kept whole: the next read may ask for other incs
+                        found.records.append((entry_head(m.value() or b"", at), _key_bin(key, at)))
+                    elif where_of[topic][0] in incs and (want is None or want(*_key_bin(key, at))):
+                        found.records.append((_decoded(m.value(), at, Entry), None))
                 else:
                     raise CheckpointCorrupt(f"a checkpoint record at {at} has an unknown key {key!r}")
                 found.count += 1
@@ -467,6 +466,7 @@ class KafkaStore:
                 out = []
                 for seg in numbers:
                     found = seen[segment_topic(self.namespace, *chain, seg)]
+                    # (where is None: a commit, or an entry this read already chose)
                     records = [r for r, where in found.records
                                if where is None or chain[0] in incs and (want is None or want(*where))]
                     out.append((seg, records, found.closed, found.count))

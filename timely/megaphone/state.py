@@ -344,6 +344,11 @@ def _missing_bin(states: BinStates, b: int) -> StatefulError:
                          f"which it does not hold (routing and state disagree)")
 
 
+def _fold_failed(name: str, key: Any, time: Any, e: Exception) -> StatefulError:
+    """The error of a fold that raised ``e`` (both twins of ``apply_fold`` raise it)."""
+    return StatefulError(f"{name}: fold failed for key {key!r} at time {time!r}: {type(e).__name__}: {e}")
+
+
 def apply_fold(fold: Callable[[Any, Any, Any], tuple], state: dict, records: Iterable,
                emit: Callable[[Iterable], Any], name: str, time: Any) -> None:
     """Apply ``fold`` to each ``(key, value)`` of ``records`` against ``state`` (key ->
@@ -355,8 +360,7 @@ def apply_fold(fold: Callable[[Any, Any, Any], tuple], state: dict, records: Ite
         try:
             new, outputs = fold(key, value, get(key))
         except Exception as e:
-            raise StatefulError(f"{name}: fold failed for key {key!r} at time {time!r}: "
-                                f"{type(e).__name__}: {e}") from e
+            raise _fold_failed(name, key, time, e) from e
         if new is None:
             state.pop(key, None)
         else:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
@@ -250,15 +251,15 @@ def _runs(columns: list, n: int) -> list[tuple[int, int]]:
     >>> _runs([], 3), _runs([pa.array([], pa.int64())], 0)
     ([(0, 3)], [])
     """
-    import pyarrow.compute as pc
     if n == 0:
         return []
-    changed = None
-    for column in columns:
-        if n > 1:
+    starts = [0]
+    if n > 1 and columns:
+        changed = None
+        for column in columns:
             differs = pc.fill_null(pc.not_equal(column[1:], column[:-1]), True)
             changed = differs if changed is None else pc.or_(changed, differs)
-    starts = [0] if changed is None else [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist())]
+        starts += [i + 1 for i in pc.indices_nonzero(changed).to_pylist()]
     return list(zip(starts, starts[1:] + [n]))
 
 
