@@ -15,6 +15,7 @@ an error that names them, never restored silently; (e) both twins of a delta's
 from __future__ import annotations
 
 import sqlite3
+from contextlib import nullcontext
 
 import pytest
 from hypothesis import given, settings
@@ -45,6 +46,9 @@ class _Writer:
 
     def durable(self, ticket: int) -> bool:
         return True
+
+    def hold(self):
+        return nullcontext()
 
 
 @settings(max_examples=300)

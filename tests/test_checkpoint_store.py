@@ -272,6 +272,29 @@ def test_segments_roll_by_records_and_by_bytes_and_keep_the_order(backend):
         assert len(backend.segments("a", 1)) >= 13   # ~1 KiB records, 3000 bytes a segment
 
 
+def test_records_written_in_a_hold_go_together_in_order_and_across_segment_rolls(backend):
+    """A crossing writes its entries inside ``hold``: they must come back in write order,
+    nested holds included, when the hold spans segment rolls, and be durable once it ends."""
+    store = backend.open(segment_records=5)
+    start(store)
+    w = store.writer(0, "a")
+    written = []
+    with w.hold():
+        first = w.write(entry("a", 0, 0, 0, 0, items=[(0, "x")]))
+        written.append(0)
+        if backend.kind == "kafka":     # held: not handed to the broker, so never acknowledged
+            assert not w.durable(first)
+        for i in range(1, 23):
+            with w.hold():
+                w.write(entry("a", 0, i, i % 3, i, items=[(i, "x")]))
+                written.append(i)
+    assert w.flush(30)
+    got = backend.open().read(["a"])
+    assert [e.seq for e in got.entries] == written
+    if backend.kind == "kafka":
+        assert len(backend.segments("a", 0)) >= 5    # 23 records, 5 a segment
+
+
 # ---- forget -----------------------------------------------------------------------------------------
 def test_forget_drops_other_incarnations_and_obsolete_records_but_nothing_a_restore_needs(backend):
     store = backend.open(segment_records=1, grace=0)   # a segment per record: each can go alone

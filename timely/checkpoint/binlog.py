@@ -24,9 +24,11 @@ pending).
 
 >>> from types import SimpleNamespace as Bin
 >>> written = []
+>>> from contextlib import nullcontext
 >>> class W:
 ...     def write(self, r): written.append(r); return len(written)
 ...     def durable(self, t): return True
+...     def hold(self): return nullcontext()
 >>> bins = {0: Bin(state={}), 1: Bin(state={})}
 >>> log = BinLog("Count@(0, 5)", bins, 2, W(), "inc", 0, 0)
 >>> log.start(0); [(e.bin, e.kind, e.label) for e in written]
@@ -159,8 +161,9 @@ class BinLog:
         """A new life of the job: write every bin held whole at ``label`` (the restored
         state, or the empty bins of a fresh start)."""
         self.applied_max = label - 1
-        for b in sorted(self.bins):
-            self._write(b, label, "base")
+        with self.writer.hold():
+            for b in sorted(self.bins):
+                self._write(b, label, "base")
         self._waiting.append((label, self._ticket, time.perf_counter(), None))
 
     def due(self, x: Any) -> bool:
@@ -181,13 +184,14 @@ class BinLog:
         started = time.perf_counter()
         keys, written = self.keys_written, getattr(self.writer, "bytes", 0)
         label = self.minimum if self.applied_max is None else self.applied_max + 1
-        for b, since in sorted(self.arrived.items()):
-            if x is None or since <= x:
-                self._write(b, max(label, since), "base")
-                del self.arrived[b]
-        for b in sorted(self.dirty):
-            if b in self.bins:
-                self._write(b, label, "delta", self.dirty[b])
+        with self.writer.hold():
+            for b, since in sorted(self.arrived.items()):
+                if x is None or since <= x:
+                    self._write(b, max(label, since), "base")
+                    del self.arrived[b]
+            for b in sorted(self.dirty):
+                if b in self.bins:
+                    self._write(b, label, "delta", self.dirty[b])
         self.dirty.clear()
         self._last_crossing = (x, self.applied_max)
         self.crossings += 1

@@ -34,8 +34,9 @@ import queue
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Protocol
+from typing import Any, Callable, Iterable, Iterator, Optional, Protocol
 
 from .records import CheckpointError, Commit, Entry, Incarnation, decode, encode, entry_head
 
@@ -57,6 +58,11 @@ class Writer(Protocol):
     def durable(self, ticket: int) -> bool:
         """Every record up to ``ticket`` is durable (raises the store's error if a
         write failed)."""
+        ...
+
+    def hold(self) -> Any:
+        """A context: the records written inside go to the store together when it
+        exits (a checkpoint's entries in one request where the store pays per request)."""
         ...
 
     def flush(self, timeout: float) -> bool:
@@ -149,9 +155,24 @@ class TicketWriter:
         self.inc = inc
         self.tickets = _Tickets()
         self.bytes = 0                 # encoded bytes written (instruments)
+        self._held = 0                 # depth of ``hold`` contexts open
 
     def durable(self, ticket: int) -> bool:
         return self.tickets.durable(ticket)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """See ``Writer.hold``; reentrant."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held:
+                self._release()
+
+    def _release(self) -> None:
+        """Send what ``hold`` kept back (a store whose writing thread batches keeps nothing)."""
 
     def flush(self, timeout: float) -> bool:
         return wait_durable(self.tickets, timeout)
