@@ -21,8 +21,7 @@ EXTENSIONS += [("timely._chash", "pyx/_chash.pyx"),
                ("timely.megaphone._cbins", "pyx/_cbins.pyx"),
                ("timely.dataflow._cexchange", "pyx/_cexchange.pyx"),
                ("timely.communication._ccodec", "pyx/_ccodec.pyx"),
-               ("timely.checkpoint._ctracked", "pyx/_ctracked.pyx"),
-               ("timely.checkpoint._cbinlog", "pyx/_cbinlog.pyx")]
+               ("timely.checkpoint._ctracked", "pyx/_ctracked.pyx")]
 
 ext_modules = []
 if os.environ.get("TIMELY_NO_CYTHON") != "1":

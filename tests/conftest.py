@@ -12,8 +12,8 @@ same way (fixtures ``bins_twin`` and ``compiled_bins``, ``TWIN_NEEDS = ("bins",)
 so does the ``Exchange`` partition (fixtures ``exchange_twin`` and ``compiled_exchange``,
 ``TWIN_NEEDS = ("exchange",)``), the wire codec (fixtures ``codec_twin`` and
 ``compiled_codec``, ``TWIN_NEEDS = ("codec",)``), and checkpoints' ``TrackedDict``
-(fixtures ``tracked_twin`` and ``compiled_tracked``, ``TWIN_NEEDS = ("tracked",)``) and
-``delta_items`` (fixtures ``delta_twin`` and ``compiled_delta``, ``TWIN_NEEDS = ("binlog",)``).
+(fixtures ``tracked_twin`` and ``compiled_tracked``, ``TWIN_NEEDS = ("tracked",)``); the
+codec's twins include ``pack_items``, which packs a checkpoint delta's items.
 
 Hypothesis: profile "ci" (the default) and "nightly" (many more cases), selected by
 ``HYPOTHESIS_PROFILE``; both derandomized with no example database, so a CI run is
@@ -121,10 +121,11 @@ def _load_exchange_twin(name: str) -> SimpleNamespace:
 
 
 def _load_codec_twin(name: str) -> SimpleNamespace:
-    """The wire codec (``packb`` and a ``Decoder`` class) of twin ``name``."""
+    """The wire codec (``packb``, a ``Decoder`` class and ``pack_items``) of twin ``name``."""
     from timely.communication import codec
     return _load_module_twin(name, "codec", "timely.communication._ccodec",
-                             {"packb": codec.py_packb, "Decoder": codec.PyDecoder})
+                             {"packb": codec.py_packb, "Decoder": codec.PyDecoder,
+                              "pack_items": codec.py_pack_items})
 
 
 def _load_tracked_twin(name: str) -> SimpleNamespace:
@@ -133,15 +134,8 @@ def _load_tracked_twin(name: str) -> SimpleNamespace:
     return _load_module_twin(name, "tracked", "timely.checkpoint._ctracked", {"TrackedDict": tracked.PyTrackedDict})
 
 
-def _load_delta_twin(name: str) -> SimpleNamespace:
-    """Checkpoints' ``delta_items`` (``timely.checkpoint.binlog``) of twin ``name``."""
-    from timely.checkpoint import binlog
-    return _load_module_twin(name, "binlog", "timely.checkpoint._cbinlog", {"delta_items": binlog.py_delta_items})
-
-
 _BINS_TWINS = {name: _load_bins_twin(name) for name in ("python", "cython")}
 _TRACKED_TWINS = {name: _load_tracked_twin(name) for name in ("python", "cython")}
-_DELTA_TWINS = {name: _load_delta_twin(name) for name in ("python", "cython")}
 _EXCHANGE_TWINS = {name: _load_exchange_twin(name) for name in ("python", "cython")}
 _CODEC_TWINS = {name: _load_codec_twin(name) for name in ("python", "cython")}
 
@@ -169,11 +163,10 @@ def _uses_cython(item) -> bool:
     if callspec is not None and "cython" in (callspec.params.get("twin"), callspec.params.get("bins_twin"),
                                              callspec.params.get("exchange_twin"),
                                              callspec.params.get("codec_twin"),
-                                             callspec.params.get("tracked_twin"),
-                                             callspec.params.get("delta_twin")):
+                                             callspec.params.get("tracked_twin")):
         return True
-    return bool({"both_twins", "compiled_bins", "compiled_exchange", "compiled_codec", "compiled_tracked",
-                 "compiled_delta"} & set(getattr(item, "fixturenames", ())))
+    return bool({"both_twins", "compiled_bins", "compiled_exchange", "compiled_codec", "compiled_tracked"}
+                & set(getattr(item, "fixturenames", ())))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -182,7 +175,7 @@ def pytest_collection_modifyitems(config, items):
         return
     missing = {**_TWINS["cython"].missing, **_BINS_TWINS["cython"].missing,
                **_EXCHANGE_TWINS["cython"].missing, **_CODEC_TWINS["cython"].missing,
-               **_TRACKED_TWINS["cython"].missing, **_DELTA_TWINS["cython"].missing}
+               **_TRACKED_TWINS["cython"].missing}
     for item in items:
         if _uses_cython(item):
             absent = [c for c in _needs(item) if c in missing]
@@ -259,18 +252,6 @@ def tracked_twin(request) -> SimpleNamespace:
 def compiled_tracked() -> SimpleNamespace:
     """The compiled twin of ``TrackedDict``, to compare with the pure one."""
     return _TRACKED_TWINS["cython"]
-
-
-@pytest.fixture(scope="session", params=["python", "cython"])
-def delta_twin(request) -> SimpleNamespace:
-    """``delta_items`` of one twin (``delta_twin.name``)."""
-    return _DELTA_TWINS[request.param]
-
-
-@pytest.fixture(scope="session")
-def compiled_delta() -> SimpleNamespace:
-    """The compiled twin of ``delta_items``, to compare with the pure one."""
-    return _DELTA_TWINS["cython"]
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ its later results (running totals included) are exactly those of a run that neve
 stopped, for ``state_machine`` and ``stateful_unary`` (notifications pending across the
 restart), with another number of workers, and with a checkpoint interval; (d) a corrupt
 record, a missing bin and a program whose stateful operators changed are refused with
-an error that names them, never restored silently; (e) both twins of a delta's
-``delta_items`` give the same entries.
+an error that names them, never restored silently; (e) both twins of the codec's
+``pack_items`` (a delta's keys straight from the bin to bytes) give the same entries.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from timely.checkpoint.binlog import BinLog
 from timely.checkpoint.records import (CheckpointCorrupt, CheckpointError, CheckpointMissing, Entry,
                                        decode, fold_bin)
 
-TWIN_NEEDS = ("tracked", "binlog")      # the compiled twins these tests compare (conftest)
+TWIN_NEEDS = ("tracked", "codec")      # the compiled twins these tests compare (conftest)
 
 
 # ---- BinLog against a model ----------------------------------------------------------
@@ -55,18 +55,18 @@ class _Writer:
 @given(st.integers(1, 3), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1),
                                              st.sampled_from(["put", "del", "cross", "move"]),
                                              st.integers(0, 3), st.integers(0, 9)), max_size=80))
-def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(delta_twin, interval, steps):
+def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(codec_twin, interval, steps):
     """Two workers' BinLogs, one store. Time only grows; a step makes worker w apply a
     record at time t to a bin it holds (put or delete a key), cross at t, or ship one
     of its bins to the other worker at t. At every boundary both workers crossed,
     ``fold_bin`` of every bin's entries must equal the bin as of then: the fold of every
-    record before the boundary. Run with each twin of the delta's ``delta_items``."""
+    record before the boundary. Run with each twin of the codec's ``pack_items``."""
     from timely.checkpoint import binlog
-    chosen, binlog.delta_items = binlog.delta_items, delta_twin.delta_items
+    chosen, binlog.pack_items = binlog.pack_items, codec_twin.pack_items
     try:
         _binlog_model_run(interval, steps)
     finally:
-        binlog.delta_items = chosen
+        binlog.pack_items = chosen
 
 
 def _binlog_model_run(interval: int, steps: list) -> None:
@@ -117,25 +117,43 @@ def _binlog_model_run(interval: int, steps: list) -> None:
 
 
 @settings(max_examples=300)
-@given(st.dictionaries(st.integers(0, 20), st.integers()), st.lists(st.integers(0, 25), max_size=30),
-       st.booleans())
-def test_delta_items_twins_agree(compiled_delta, state, keys, tracked):
-    """Both twins of ``delta_items`` give the items still held and the keys deleted, in
-    the order asked, and read a TrackedDict without marking anything."""
-    from timely.checkpoint import binlog, tracked as tracked_mod
-    expected = ([(k, state[k]) for k in keys if k in state], [k for k in keys if k not in state])
-    for delta_items in (binlog.py_delta_items, compiled_delta.delta_items):
+@given(st.dictionaries(st.integers(0, 20), st.integers(-2 ** 63, 2 ** 64 - 1) | st.text(max_size=3)
+                       | st.tuples(st.integers(-2 ** 63, 2 ** 63), st.floats(allow_nan=False))),
+       st.none() | st.lists(st.integers(0, 25), max_size=30), st.booleans())
+def test_pack_items_twins_agree(compiled_codec, state, keys, tracked):
+    """Both twins of ``pack_items`` give the same bytes: the msgpack of the pairs still
+    held (every item when ``keys`` is None), their count and the keys missing, in the
+    order asked, and read a TrackedDict without marking anything."""
+    from timely.checkpoint import tracked as tracked_mod
+    from timely.communication import codec
+    asked = list(state) if keys is None else keys
+    pairs = [(k, state[k]) for k in asked if k in state]
+    for pack_items in (codec.py_pack_items, compiled_codec.pack_items):
         bin_state = tracked_mod.TrackedDict(state) if tracked else dict(state)
-        assert delta_items(bin_state, keys) == expected, delta_items
+        packed, count, missing = pack_items(bin_state, keys)
+        assert packed == codec.py_packb(pairs), pack_items
+        assert (count, missing) == (len(pairs), [k for k in asked if k not in state]), pack_items
+        assert codec.PyDecoder().decode(packed) == tuple(pairs), pack_items
         if tracked:
-            assert bin_state.take_changed() == set(), delta_items
+            assert bin_state.take_changed() == set(), pack_items
 
 
-def test_delta_items_refuses_what_is_not_a_bin(delta_twin):
+def test_pack_items_outside_the_fast_path_gives_the_librarys_bytes(codec_twin):
+    """A value the compiled packer hands on (an int past 64 bits, a set) is packed by the
+    library for the whole call, as ``packb`` does."""
+    from timely.communication import codec
+    state = {"big": 2 ** 70, "s": {3, 1}, "n": 1}
+    assert codec_twin.pack_items(state, ["n", "s", "x"])[1:] == (2, ["x"])
+    with pytest.raises(TypeError):          # msgpack cannot pack an int past 64 bits either
+        codec_twin.pack_items(state, ["big"])
+    assert codec_twin.pack_items(state, ["n", "s"])[0] == codec.py_packb([("n", 1), ("s", [1, 3])])
+
+
+def test_pack_items_refuses_what_is_not_a_bin(codec_twin):
     with pytest.raises(TypeError):
-        delta_twin.delta_items([1, 2], [1])
+        codec_twin.pack_items([1, 2], [1])
     with pytest.raises(TypeError):              # an unhashable key is the caller's bug
-        delta_twin.delta_items({}, [[1]])
+        codec_twin.pack_items({}, [[1]])
 
 
 def test_tracked_dict_marks_what_a_logic_may_change(tracked_twin):

@@ -19,8 +19,9 @@ durable: the S operator holds its acknowledgement capability there, so the commi
 operator's frontier passes a boundary only once every worker's state for it is durable.
 
 Costs: ``touch`` O(records) set insertions (state_machine: keys of a batch); ``cross``
-O(keys written) encoding, nothing for bins that did not change; ``durable`` O(crossings
-pending).
+O(keys written): one lookup and the packing of one pair per key, straight from the bin
+to bytes (``codec.pack_items``; no pair or list is built), nothing for bins that did not
+change; ``durable`` O(crossings pending).
 
 >>> from types import SimpleNamespace as Bin
 >>> written = []
@@ -36,23 +37,21 @@ pending).
 >>> bins[0].state["a"] = 1; log.touch(0, ["a"]); log.applied(2)
 >>> written.clear(); log.cross(3), log.cross(4)
 (False, True)
->>> [(e.bin, e.kind, e.label, e.items) for e in written], log.durable()
+>>> [(e.bin, e.kind, e.label, list(e.items)) for e in written], log.durable()
 ([(0, 'delta', 3, [('a', 1)])], 4)
 """
 from __future__ import annotations
 
 import time
 from collections import deque
-from itertools import repeat
 from typing import Any, Optional
 
-from .._twin import compiled
-from .records import Entry
+from ..communication.codec import pack_items
+from .records import Entry, PackedItems
 from .tracked import TrackedDict
 
 #: keys per entry record: a large bin is cut into parts (Kafka caps a record's size)
 PART_KEYS = 4096
-_GONE = object()         # what dict.get answers for a key the bin no longer holds
 #: the time of the final crossing, once the operator's input is exhausted
 END = float("inf")
 #: a bin is written whole once its deltas since its last base name this many times its
@@ -61,27 +60,8 @@ END = float("inf")
 BASE_AFTER = 2
 
 
-def delta_items(state: dict, keys: Any) -> tuple[list, list]:
-    """``(items, deleted)``: ``(key, value)`` for each of ``keys`` ``state`` still holds, and
-    the keys it does not, in the order of ``keys``; one lookup per key (``keys &
-    state.keys()`` would walk the whole bin), through dict's own ``get`` (a TrackedDict's
-    would mark them again). The compiled twin (``timely.checkpoint._cbinlog``) replaces
-    this name when built; ``py_delta_items`` is always this one.
-
-    >>> delta_items({"a": 1, "b": 2}, ["b", "gone"])
-    ([('b', 2)], ['gone'])
-    """
-    values = list(map(dict.get, repeat(state, len(keys)), keys, repeat(_GONE, len(keys))))
-    items = [(k, v) for k, v in zip(keys, values) if v is not _GONE]
-    deleted = [k for k, v in zip(keys, values) if v is _GONE] if len(items) < len(keys) else []
-    return items, deleted
-
-
-py_delta_items = delta_items
-_compiled = compiled("timely.checkpoint._cbinlog")
-IMPLEMENTATION = "python" if _compiled is None else "cython"
-if _compiled is not None:
-    delta_items = _compiled.delta_items  # noqa: F811 - the compiled twin
+def _chunks(keys: list) -> list[list]:
+    return [keys[i:i + PART_KEYS] for i in range(0, len(keys), PART_KEYS)]
 
 
 class BinLog:
@@ -211,26 +191,22 @@ class BinLog:
         if kind == "delta" and keys is not None:
             if self.since_base.get(b, 0) + len(keys) >= BASE_AFTER * max(len(state), 64):
                 kind = "base"
-        if kind == "base":
-            items = list(dict.items(state))
-            deleted: list = []
+        if kind == "base" or keys is None:
+            kind = "base"
             self.since_base[b] = 0
-        elif keys is None:
-            items, deleted, kind = list(dict.items(state)), [], "base"
-            self.since_base[b] = 0
+            chunks = _chunks(list(dict.keys(state))) if dict.__len__(state) > PART_KEYS else [None]
         else:
-            items, deleted = delta_items(state, keys)
             self.since_base[b] = self.since_base.get(b, 0) + len(keys)
+            chunks = _chunks(list(keys)) if len(keys) > PART_KEYS else [keys]
         pending = self._pending_of(b)
         self._seq += 1
-        parts = max(1, -(-max(len(items), len(deleted)) // PART_KEYS))
-        for part in range(parts):
-            lo, hi = part * PART_KEYS, (part + 1) * PART_KEYS
-            entry = Entry(self.inc, self.op, b, label, kind, self.worker, self._seq, part, parts,
-                          items[lo:hi], deleted[lo:hi], pending if part == 0 else [])
+        for part, chunk in enumerate(chunks):
+            packed, count, deleted = pack_items(state, chunk)     # None: every item
+            entry = Entry(self.inc, self.op, b, label, kind, self.worker, self._seq, part, len(chunks),
+                          PackedItems(packed, count), deleted, pending if part == 0 else [])
             self._ticket = self.writer.write(entry)
+            self.keys_written += count + len(deleted)
         self.entries_written += 1
-        self.keys_written += len(items) + len(deleted)
 
     # ---- durability ----------------------------------------------------------------------
     def durable(self) -> Optional[float]:

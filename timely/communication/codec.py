@@ -24,7 +24,8 @@ shared pure decoder.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable
+from itertools import repeat
+from typing import Any, Callable, Iterable, Optional
 
 import msgpack
 
@@ -39,6 +40,9 @@ class FrameError(ValueError):
     """A frame that is malformed, oversized, or names something that does not exist."""
 
 
+_GONE = object()          # what dict.get answers for a key the dict does not hold
+
+
 def _default(obj: Any) -> Any:
     if isinstance(obj, (set, frozenset)):
         return sorted(obj)
@@ -48,6 +52,29 @@ def _default(obj: Any) -> Any:
 def py_packb(obj: Any) -> bytes:
     """``obj`` as msgpack, by the library (the pure twin of ``_ccodec.packb``)."""
     return msgpack.packb(obj, default=_default, use_bin_type=True)
+
+
+def py_pack_items(state: dict, keys: Optional[Iterable] = None) -> tuple[bytes, int, list]:
+    """``(packed, count, missing)``: ``py_packb`` of the ``(key, state[key])`` pairs for
+    each of ``keys`` that the dict ``state`` holds (every item, in its order, when ``keys``
+    is None), how many pairs, and the keys it does not hold, in the order of ``keys``;
+    one lookup per key through dict's own ``get`` (a ``TrackedDict``'s would mark them).
+    The pure twin of ``_ccodec.pack_items``, which packs the pairs without building them.
+
+    >>> packed, count, missing = py_pack_items({"a": 1, "b": 2}, ["b", "gone"])
+    >>> PyDecoder().decode(packed), count, missing
+    ((('b', 2),), 1, ['gone'])
+    """
+    if not isinstance(state, dict):
+        raise TypeError(f"pack_items reads a dict, not {type(state).__name__}")
+    if keys is None:
+        items = list(dict.items(state))
+        return py_packb(items), len(items), []
+    keys = list(keys)
+    values = list(map(dict.get, repeat(state, len(keys)), keys, repeat(_GONE, len(keys))))
+    items = [(k, v) for k, v in zip(keys, values) if v is not _GONE]
+    missing = [k for k, v in zip(keys, values) if v is _GONE] if len(items) < len(keys) else []
+    return py_packb(items), len(items), missing
 
 
 class PyDecoder:
@@ -63,6 +90,7 @@ _compiled = compiled("timely.communication._ccodec")
 IMPLEMENTATION = "python" if _compiled is None else "cython"
 packb: Callable[[Any], bytes] = py_packb if _compiled is None else _compiled.packb
 _Decoder = PyDecoder if _compiled is None else _compiled.Decoder
+pack_items: Callable[..., tuple[bytes, int, list]] = py_pack_items if _compiled is None else _compiled.pack_items
 _SHARED = PyDecoder()
 
 
