@@ -265,14 +265,18 @@ def packb(obj: object) -> bytes:
     return _pure_codec().py_packb(obj)    # outside the handler: its errors are not chained to ours
 
 
+#: a value ``pack_items`` takes for the key's absence (a TrackedDict's record of a deletion)
+GONE = object()
+
+
 def pack_items(state, keys=None):
     """``(packed, count, missing)``: the msgpack array of ``(key, state[key])`` pairs for
     each of ``keys`` the dict ``state`` holds (all its items, in its order, when ``keys``
-    is None), the number of pairs, and the keys it does not hold, in the order of
-    ``keys``. ``packed`` is exactly ``packb(pairs)``. Reads go through dict's own lookup,
-    so a ``TrackedDict`` marks nothing. One lookup and the packing of one pair per key,
-    with no tuple or list built: a checkpoint delta's keys go straight from the bin to
-    bytes.
+    is None; an item whose value is ``GONE`` counts as missing), the number of pairs, and
+    the keys it does not hold, in the order of ``keys``. ``packed`` is exactly
+    ``packb(pairs)``. Reads go through dict's own lookup, so a ``TrackedDict`` marks
+    nothing. One lookup and the packing of one pair per key, with no tuple or list
+    built: a checkpoint delta's keys go straight from the bin to bytes.
 
     >>> packed, count, missing = pack_items({"a": 1, "b": (2, 3)}, ["b", "gone"])
     >>> Decoder().decode(packed), count, missing
@@ -297,6 +301,9 @@ def pack_items(state, keys=None):
         try:
             if keys is None:
                 while PyDict_Next(state, &i, &k, &v):
+                    if <object>v is GONE:
+                        missing.append(<object>k)
+                        continue
                     _put1(&b, 0x92)
                     _pack(&b, <object>k, 1)
                     _pack(&b, <object>v, 1)

@@ -1,89 +1,91 @@
 # cython: language_level=3
 """TrackedDict, compiled: the Cython twin of ``timely.checkpoint.tracked.TrackedDict``.
 
-A ``dict`` that adds a key to ``changed`` whenever it is written, deleted, or read
-(``d[k]``, ``get``, ``setdefault``, ``pop``, ``popitem``), and marks the whole bin
-(``changed is None``) when ``values()``, ``items()`` or ``clear()`` hand out or drop
-every value; iterating keys, ``len`` and ``in`` mark nothing. It behaves exactly as the
-pure twin (the tests run both). Reads, writes and the set insertion go straight to
-dict's and set's C API (calling ``dict.get`` and friends by name cost twice a plain
-dict's update): a ``get`` and a write of a key cost about what a plain dict's do
-(measured: 330-350 ns against 260-355 ns per update, the noise of this machine).
+A ``dict`` that records in ``changed`` every key written, deleted, or read (``d[k]``,
+``get``, ``setdefault``, ``pop``, ``popitem``), with the value object it holds for the
+key after that access (``codec.GONE`` once none), and marks the whole bin (``changed
+is None``) when ``values()``, ``items()`` or ``clear()`` hand out or drop every value;
+iterating keys, ``len`` and ``in`` mark nothing. It behaves exactly as the pure twin
+(the tests run both). Reads, writes and the record go straight to dict's C API
+(calling ``dict.get`` and friends by name cost twice a plain dict's update).
 
 >>> d = TrackedDict({"a": 1, "b": [2]})
 >>> d["c"] = 3; d.get("b").append(4); "a" in d
 True
->>> sorted(d.take_changed()), d.changed
-(['b', 'c'], set())
+>>> sorted(d.take_changed().items()), d.changed
+([('b', [2, 4]), ('c', 3)], {})
 >>> _ = list(d.items()); d.changed is None
 True
 """
 
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem, PyDict_DelItem
 from cpython.ref cimport PyObject
-from cpython.set cimport PySet_Add
+
+from timely.communication.codec import GONE
 
 cdef object _MISSING = object()
+cdef object _GONE = GONE
 
 
 cdef class TrackedDict(dict):
-    """A dict that records the keys that may have changed."""
+    """A dict that records the keys that may have changed, with their values now."""
 
     cdef public object changed
 
     def __init__(self, *args, **kwargs):
         dict.__init__(self, *args, **kwargs)
-        self.changed = set()
+        self.changed = {}
 
-    cdef inline int _mark(self, object key) except -1:
+    cdef inline object _mark(self, object key, object value):
         if self.changed is not None:
-            PySet_Add(self.changed, key)
-        return 0
+            PyDict_SetItem(self.changed, key, value)
+        return value
 
     def mark_all(self):
         """Every key may have changed: the next checkpoint writes the bin whole."""
         self.changed = None
 
     def take_changed(self):
-        """The keys marked since the last call (None: all of them), and start afresh."""
+        """The keys marked since the last call with their values (GONE: none), or None
+        (all of them); and start afresh."""
         changed = self.changed
-        self.changed = set()
+        self.changed = {}
         return changed
 
     # The C API below is what dict's own methods do, without looking them up per call.
     def __setitem__(self, key, value):
-        self._mark(key)
         PyDict_SetItem(self, key, value)
+        self._mark(key, value)
 
     def __delitem__(self, key):
-        self._mark(key)
         PyDict_DelItem(self, key)
+        self._mark(key, _GONE)
 
     def __getitem__(self, key):
         cdef PyObject *found = PyDict_GetItemWithError(self, key)
         if found is NULL:           # (an error in the lookup has been raised already)
             return dict.__getitem__(self, key)      # KeyError, or __missing__ of a subclass
-        self._mark(key)
-        return <object>found
+        return self._mark(key, <object>found)
 
     def get(self, key, default=None):
         cdef PyObject *found = PyDict_GetItemWithError(self, key)
         if found is NULL:
             return default
-        self._mark(key)
-        return <object>found
+        return self._mark(key, <object>found)
 
     def setdefault(self, key, default=None):
-        self._mark(key)
-        return dict.setdefault(self, key, default)
+        return self._mark(key, dict.setdefault(self, key, default))
 
     def pop(self, key, *default):
-        self._mark(key)
-        return dict.pop(self, key, *default)
+        value = dict.pop(self, key, _MISSING)
+        if value is _MISSING:
+            return dict.pop(self, key, *default)    # the default, or dict's KeyError
+        self._mark(key, _GONE)
+        return value
 
     def popitem(self):
         key, value = dict.popitem(self)
-        self._mark(key)
+        self._mark(key, _GONE)
         return key, value
 
     def update(self, *args, **kwargs):

@@ -25,6 +25,7 @@ import timely
 from timely.checkpoint.binlog import BinLog
 from timely.checkpoint.records import (CheckpointCorrupt, CheckpointError, CheckpointMissing, Entry,
                                        decode, fold_bin)
+from timely.communication.codec import GONE
 
 TWIN_NEEDS = ("tracked", "codec")      # the compiled twins these tests compare (conftest)
 
@@ -53,27 +54,33 @@ class _Writer:
 
 @settings(max_examples=300)
 @given(st.integers(1, 3), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1),
-                                             st.sampled_from(["put", "del", "cross", "move"]),
-                                             st.integers(0, 3), st.integers(0, 9)), max_size=80))
-def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(codec_twin, interval, steps):
+                                             st.sampled_from(["put", "del", "bump", "cross", "move"]),
+                                             st.integers(0, 3), st.integers(0, 9)), max_size=80),
+       st.booleans())
+def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(codec_twin, interval, steps, tracked):
     """Two workers' BinLogs, one store. Time only grows; a step makes worker w apply a
-    record at time t to a bin it holds (put or delete a key), cross at t, or ship one
-    of its bins to the other worker at t. At every boundary both workers crossed,
-    ``fold_bin`` of every bin's entries must equal the bin as of then: the fold of every
-    record before the boundary. Run with each twin of the codec's ``pack_items``."""
+    record at time t to a bin it holds (put or delete a key, or read its value and
+    change it in place), cross at t, or ship one of its bins to the other worker at t.
+    At every boundary both workers crossed, ``fold_bin`` of every bin's entries must
+    equal the bin as of then: the fold of every record before the boundary. The bins
+    are plain dicts whose keys the operator touches (state_machine), or TrackedDicts
+    that record what changed (stateful_unary: the checkpoint packs the values they
+    recorded). Run with each twin of the codec's ``pack_items``."""
     from timely.checkpoint import binlog
     chosen, binlog.pack_items = binlog.pack_items, codec_twin.pack_items
     try:
-        _binlog_model_run(interval, steps)
+        _binlog_model_run(interval, steps, tracked)
     finally:
         binlog.pack_items = chosen
 
 
-def _binlog_model_run(interval: int, steps: list) -> None:
+def _binlog_model_run(interval: int, steps: list, tracked: bool = False) -> None:
     writer = _Writer()
     held = [{0: _Bin(), 2: _Bin()}, {1: _Bin(), 3: _Bin()}]
-    logs = [BinLog("op", held[w], interval, writer, "i", w, 0) for w in (0, 1)]
-    for log in logs:
+    logs = [BinLog("op", held[w], interval, writer, "i", w, 0, tracked=tracked) for w in (0, 1)]
+    for log, bins in zip(logs, held):
+        for bin in bins.values():
+            bin.state = log.adopt(bin.state)
         log.start(0)
     history: list[tuple[int, int, int, object]] = []      # (time, bin, key, value or None)
     t = 0
@@ -94,12 +101,23 @@ def _binlog_model_run(interval: int, steps: list) -> None:
         else:
             log.cross(t)
             log.applied(t)
-            value = step if kind == "put" else None
-            if value is None:
-                bins[b].state.pop(key, None)
+            state = bins[b].state
+            if kind == "bump":                 # a value read, then changed in place
+                found = state.get(key)
+                if found is None:
+                    continue
+                found.append(step)
+                value = tuple(found)
+            elif kind == "put":
+                state[key] = [step]
+                value = (step,)
             else:
-                bins[b].state[key] = value
-            log.touch(b, [key])
+                state.pop(key, None)
+                value = None
+            if tracked:
+                log.touch_bin(b)               # the operator names the bin; the dict, the keys
+            else:
+                log.touch(b, [key])
             history.append((t, b, key, value))
     entries = [r for r in writer.records if isinstance(r, Entry)]
     durable = min(lg.durable() for lg in logs)          # every boundary up to here is covered
@@ -135,7 +153,7 @@ def test_pack_items_twins_agree(compiled_codec, state, keys, tracked):
         assert (count, missing) == (len(pairs), [k for k in asked if k not in state]), pack_items
         assert codec.PyDecoder().decode(packed) == tuple(pairs), pack_items
         if tracked:
-            assert bin_state.take_changed() == set(), pack_items
+            assert bin_state.take_changed() == {}, pack_items
 
 
 def test_pack_items_outside_the_fast_path_gives_the_librarys_bytes(codec_twin):
@@ -147,6 +165,13 @@ def test_pack_items_outside_the_fast_path_gives_the_librarys_bytes(codec_twin):
     with pytest.raises(TypeError):          # msgpack cannot pack an int past 64 bits either
         codec_twin.pack_items(state, ["big"])
     assert codec_twin.pack_items(state, ["n", "s"])[0] == codec.py_packb([("n", 1), ("s", [1, 3])])
+
+
+def test_pack_items_of_a_whole_dict_takes_gone_for_a_deleted_key(codec_twin):
+    """A TrackedDict's record of what changed holds ``GONE`` for a key deleted: packed as
+    it is, that key is missing, not a pair."""
+    from timely.communication import codec
+    assert codec_twin.pack_items({"a": 1, "b": GONE, "c": (2,)}) == (codec.py_packb([("a", 1), ("c", (2,))]), 2, ["b"])
 
 
 def test_pack_items_refuses_what_is_not_a_bin(codec_twin):
@@ -164,16 +189,18 @@ def test_tracked_dict_marks_what_a_logic_may_change(tracked_twin):
     d.setdefault("y", []).append(1)
     d.pop("zz", None)
     assert "c" in d and len(d) == 4 and d.get("nope") is None
-    assert d.take_changed() == {"a", "x", "b", "y", "zz"}
+    changed = d.take_changed()    # each key with the very object the bin holds, or GONE
+    assert changed == {"a": [1, 9], "x": 1, "b": GONE, "y": [1]}
+    assert changed["a"] is dict.__getitem__(d, "a") and changed["y"] is dict.__getitem__(d, "y")
     for _ in d:                   # keys only: nothing changes
         pass
-    assert d.take_changed() == set()
+    assert d.take_changed() == {}
     for v in d.values():          # every value handed out: the whole bin
         pass
     assert d.take_changed() is None
     d.update(q=1)
     d |= {"r": 2}
-    assert d.take_changed() == {"q", "r"}
+    assert d.take_changed() == {"q": 1, "r": 2}
     assert type(d.copy()) is dict and d.copy() == {"a": [1, 9], "c": 3, "x": 1, "y": [1], "q": 1, "r": 2}
     import msgpack
     assert msgpack.unpackb(msgpack.packb(d), strict_map_key=False) == d.copy()   # crosses the wire as a dict
@@ -230,8 +257,11 @@ def test_tracked_dict_twins_agree(compiled_tracked, ops):
         before, plain = plain, twins[1].copy()
         since = set() if op == "take" else since | {key for key in set(before) | set(plain)
                                                     if before.get(key, "-") != plain.get(key, "-")}
-        marked = twins[1].changed
-        assert marked is None or since <= marked
+        for d in twins:               # what a checkpoint packs is what the bin holds now
+            marked = d.changed
+            assert marked is None or since <= set(marked)
+            for key, value in (marked or {}).items():
+                assert value is GONE and key not in d or value is dict.__getitem__(d, key), (key, value)
 
 
 def test_tracked_dict_twins_refuse_an_unhashable_key_alike(compiled_tracked):
@@ -245,7 +275,7 @@ def test_tracked_dict_twins_refuse_an_unhashable_key_alike(compiled_tracked):
             assert outcome(access) == (TypeError, "unhashable type: 'list'")
         assert outcome(lambda: d["b"]) == (KeyError, "'b'")
         assert outcome(lambda: d.__delitem__("b"))[0] is KeyError
-        assert d.changed <= {"b"} and dict(d) == {"a": 1}
+        assert set(d.changed) <= {"b"} and dict(d) == {"a": 1}
 
 
 # ---- whole jobs, stopped and started again -------------------------------------------

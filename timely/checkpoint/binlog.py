@@ -46,7 +46,7 @@ import time
 from collections import deque
 from typing import Any, Optional
 
-from ..communication.codec import pack_items
+from ..communication.codec import GONE, pack_items
 from .records import Entry, PackedItems
 from .tracked import TrackedDict
 
@@ -183,26 +183,38 @@ class BinLog:
 
     def _write(self, b: int, label: int, kind: str, keys: Optional[set] = None) -> None:
         state = self.bins[b].state
+        source: Any = state              # what the entry's items are packed from
         changed = getattr(state, "take_changed", None)
-        if changed is not None:          # a TrackedDict: what its logic may have changed
+        if changed is not None:          # a TrackedDict: what its logic may have changed, to what
             marked = changed()
             if kind == "delta":
-                keys = None if marked is None or keys is None else keys | marked
+                if marked is None or keys is None:
+                    keys = None
+                else:                    # keys touched that it did not see: their values now
+                    for k in keys:
+                        if k not in marked:
+                            marked[k] = dict.get(state, k, GONE)
+                    keys, source = marked, marked
         if kind == "delta" and keys is not None:
             if self.since_base.get(b, 0) + len(keys) >= BASE_AFTER * max(len(state), 64):
                 kind = "base"
         if kind == "base" or keys is None:
             kind = "base"
             self.since_base[b] = 0
-            chunks = _chunks(list(dict.keys(state))) if dict.__len__(state) > PART_KEYS else [None]
+            parts = ([(state, ks) for ks in _chunks(list(dict.keys(state)))] if dict.__len__(state) > PART_KEYS
+                     else [(state, None)])
         else:
             self.since_base[b] = self.since_base.get(b, 0) + len(keys)
-            chunks = _chunks(list(keys)) if len(keys) > PART_KEYS else [keys]
+            if source is state:
+                parts = [(state, ks) for ks in _chunks(list(keys))] if len(keys) > PART_KEYS else [(state, keys)]
+            else:                        # the marked values, packed as they are
+                parts = ([(dict(c), None) for c in _chunks(list(source.items()))] if len(source) > PART_KEYS
+                         else [(source, None)])
         pending = self._pending_of(b)
         self._seq += 1
-        for part, chunk in enumerate(chunks):
-            packed, count, deleted = pack_items(state, chunk)     # None: every item
-            entry = Entry(self.inc, self.op, b, label, kind, self.worker, self._seq, part, len(chunks),
+        for part, (src, chunk) in enumerate(parts):
+            packed, count, deleted = pack_items(src, chunk)     # None: every item of src
+            entry = Entry(self.inc, self.op, b, label, kind, self.worker, self._seq, part, len(parts),
                           PackedItems(packed, count), deleted, pending if part == 0 else [])
             self._ticket = self.writer.write(entry)
             self.keys_written += count + len(deleted)

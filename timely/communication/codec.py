@@ -57,7 +57,8 @@ def py_packb(obj: Any) -> bytes:
 def py_pack_items(state: dict, keys: Optional[Iterable] = None) -> tuple[bytes, int, list]:
     """``(packed, count, missing)``: ``py_packb`` of the ``(key, state[key])`` pairs for
     each of ``keys`` that the dict ``state`` holds (every item, in its order, when ``keys``
-    is None), how many pairs, and the keys it does not hold, in the order of ``keys``;
+    is None; an item whose value is ``GONE`` counts as missing: a TrackedDict's record of
+    a deletion), how many pairs, and the keys it does not hold, in the order of ``keys``;
     one lookup per key through dict's own ``get`` (a ``TrackedDict``'s would mark them).
     The pure twin of ``_ccodec.pack_items``, which packs the pairs without building them.
 
@@ -68,8 +69,9 @@ def py_pack_items(state: dict, keys: Optional[Iterable] = None) -> tuple[bytes, 
     if not isinstance(state, dict):
         raise TypeError(f"pack_items reads a dict, not {type(state).__name__}")
     if keys is None:
-        items = list(dict.items(state))
-        return py_packb(items), len(items), []
+        items = [(k, v) for k, v in dict.items(state) if v is not GONE]
+        missing = [k for k, v in dict.items(state) if v is GONE] if len(items) < len(state) else []
+        return py_packb(items), len(items), missing
     keys = list(keys)
     values = list(map(dict.get, repeat(state, len(keys)), keys, repeat(_GONE, len(keys))))
     items = [(k, v) for k, v in zip(keys, values) if v is not _GONE]
@@ -91,6 +93,8 @@ IMPLEMENTATION = "python" if _compiled is None else "cython"
 packb: Callable[[Any], bytes] = py_packb if _compiled is None else _compiled.packb
 _Decoder = PyDecoder if _compiled is None else _compiled.Decoder
 pack_items: Callable[..., tuple[bytes, int, list]] = py_pack_items if _compiled is None else _compiled.pack_items
+#: a value ``pack_items`` takes for the key's absence (both twins share the one object)
+GONE: Any = object() if _compiled is None else _compiled.GONE
 _SHARED = PyDecoder()
 
 
