@@ -28,6 +28,7 @@ from timely.checkpoint.kafka_store import KafkaStore, parse_segment, segment_top
 from timely.checkpoint.records import (CheckpointCorrupt, CheckpointError, Commit, Entry, Incarnation,
                                        encode, fold_bin, restore_point)
 from timely.checkpoint.store import DirStore
+from timely.communication.codec import py_packb
 
 OP = "Count@(0, 3)"
 
@@ -292,7 +293,41 @@ def test_records_written_in_a_hold_go_together_in_order_and_across_segment_rolls
     got = backend.open().read(["a"])
     assert [e.seq for e in got.entries] == written
     if backend.kind == "kafka":
-        assert len(backend.segments("a", 0)) >= 5    # 23 records, 5 a segment
+        assert len(backend.segments("a", 0)) >= 5    # 23 entries, 5 a segment
+        heads = backend.open()
+        assert [e.label for e in heads.read(["a"], heads=True).entries] == written
+        # the entries held together went as group records: fewer Kafka records than
+        # entries (the held ones, grouped up to each roll, plus the end markers)
+        assert heads.heads_fetched < len(written)
+
+
+def test_a_corrupt_group_of_held_entries_is_named_by_read(tansu, tmp_path):
+    """A group record whose array or one of whose entries is damaged stops a read (whole
+    and of heads) with an error naming the record and the entry in it, never a restore
+    of what is left."""
+    from confluent_kafka import Producer
+    damaged_entry = py_packb([encode(entry("a", 0, 7, 1, 1, "base", [("k", 1)]))[:-1]])
+    for value, text in ((b"\x93\x01garbage", "does not decode"), (py_packb([1, 2]), "is not a list"),
+                        (damaged_entry, "entry 0 fails its checksum")):
+        backend = Backend("kafka", tmp_path, tansu)
+        try:
+            store = backend.open()
+            start(store)
+            w = store.writer(0, "a")
+            with w.hold():
+                for b in range(3):
+                    w.write(entry("a", 0, b, b, 0, "base", [("k", b)]))
+            assert w.flush(10) and len(store.read(["a"]).entries) == 3
+            topic = segment_topic(backend.namespace, "a", 0, 0)
+            producer = Producer(producer_config(tansu.bootstrap, None))
+            producer.produce(topic, value, b"G", partition=0)
+            assert producer.flush(10) == 0
+            for heads in (False, True):
+                with pytest.raises(CheckpointCorrupt, match=text) as raised:
+                    backend.open().read(["a"], heads=heads)
+                assert f"{topic}[0]@1" in str(raised.value)    # the 3 held entries: one record at 0
+        finally:
+            backend.close()
 
 
 # ---- forget -----------------------------------------------------------------------------------------
