@@ -2,7 +2,8 @@
 """TrackedDict, compiled: the Cython twin of ``timely.checkpoint.tracked.TrackedDict``.
 
 A ``dict`` that records in ``changed`` every key written, deleted, or read (``d[k]``,
-``get``, ``setdefault``, ``pop``, ``popitem``), with the value object it holds for the
+``get`` of a value that is not a scalar or a tuple of scalars, ``setdefault``,
+``pop``, ``popitem``), with the value object it holds for the
 key after that access (``codec.GONE`` once none), and marks the whole bin (``changed
 is None``) when ``values()``, ``items()`` or ``clear()`` hand out or drop every value;
 iterating keys, ``len`` and ``in`` mark nothing. It behaves exactly as the pure twin
@@ -25,6 +26,23 @@ from timely.communication.codec import GONE
 
 cdef object _MISSING = object()
 cdef object _GONE = GONE
+
+
+cdef inline bint _scalar(object v):
+    cdef type t = type(v)
+    return t is int or t is str or t is float or t is bytes or t is bool or v is None
+
+
+cdef inline bint _immutable(object v):
+    """A value no logic can change in place: a scalar, or a tuple of scalars."""
+    if _scalar(v):
+        return True
+    if type(v) is not tuple:
+        return False
+    for x in <tuple>v:
+        if not _scalar(x):
+            return False
+    return True
 
 
 cdef class TrackedDict(dict):
@@ -65,12 +83,16 @@ cdef class TrackedDict(dict):
         cdef PyObject *found = PyDict_GetItemWithError(self, key)
         if found is NULL:           # (an error in the lookup has been raised already)
             return dict.__getitem__(self, key)      # KeyError, or __missing__ of a subclass
+        if _immutable(<object>found):
+            return <object>found
         return self._mark(key, <object>found)
 
     def get(self, key, default=None):
         cdef PyObject *found = PyDict_GetItemWithError(self, key)
         if found is NULL:
             return default
+        if _immutable(<object>found):
+            return <object>found
         return self._mark(key, <object>found)
 
     def setdefault(self, key, default=None):

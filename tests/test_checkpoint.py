@@ -194,7 +194,16 @@ def test_tracked_dict_marks_what_a_logic_may_change(tracked_twin):
     assert changed["a"] is dict.__getitem__(d, "a") and changed["y"] is dict.__getitem__(d, "y")
     for _ in d:                   # keys only: nothing changes
         pass
+    assert d["c"] == 3 and d.get("x") == 1 and d.get("t") is None
+    d["t"] = (1, "s", None)
+    assert d.take_changed() == {"t": (1, "s", None)}
+    assert d["t"] == (1, "s", None)         # reads of what nothing changes in place mark nothing
     assert d.take_changed() == {}
+    d["t"] = (1, [2])
+    assert d.take_changed() == {"t": (1, [2])} and d.get("t") == (1, [2])
+    assert d.take_changed() == {"t": (1, [2])}       # a tuple holding a list: its list may change
+    del d["t"]
+    assert d.take_changed() == {"t": GONE}
     for v in d.values():          # every value handed out: the whole bin
         pass
     assert d.take_changed() is None

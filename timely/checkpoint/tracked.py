@@ -4,7 +4,8 @@
 mutate as it likes, so an incremental checkpoint must learn from the dict itself which
 keys changed. A ``TrackedDict`` is a ``dict`` that records, in ``changed``, every key
 written, deleted, or read (``d[k]``, ``get``, ``setdefault``, ``pop``: a value read may
-be mutated in place, so a read counts as a possible change), with the value object the
+be mutated in place, so a read counts as a possible change, unless the value is a
+scalar or a tuple of scalars, which nothing can change in place), with the value object the
 dict holds for it after that access, or ``codec.GONE`` once it holds none. A checkpoint
 packs ``changed`` as it is: the very objects the bin holds (so an in-place mutation
 after the access is in them), with no second lookup in the bin, whose memory has gone
@@ -36,6 +37,13 @@ from .._twin import compiled
 from ..communication.codec import GONE
 
 _MISSING = object()
+_SCALARS = (int, str, float, bytes, bool, type(None))
+
+
+def _immutable(value: Any) -> bool:
+    """A value no logic can change in place: a scalar, or a tuple of scalars."""
+    t = type(value)
+    return t in _SCALARS or t is tuple and all(type(x) in _SCALARS for x in value)
 
 
 class TrackedDict(dict):
@@ -72,13 +80,14 @@ class TrackedDict(dict):
         self._mark(key, GONE)
 
     def __getitem__(self, key: Any) -> Any:
-        return self._mark(key, dict.__getitem__(self, key))
+        value = dict.__getitem__(self, key)
+        return value if _immutable(value) else self._mark(key, value)
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = dict.get(self, key, _MISSING)
         if value is _MISSING:
             return default
-        return self._mark(key, value)
+        return value if _immutable(value) else self._mark(key, value)
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         return self._mark(key, dict.setdefault(self, key, default))
