@@ -272,8 +272,8 @@ GONE = object()
 def pack_items(state, keys=None):
     """``(packed, count, missing)``: the msgpack array of ``(key, state[key])`` pairs for
     each of ``keys`` the dict ``state`` holds (all its items, in its order, when ``keys``
-    is None; an item whose value is ``GONE`` counts as missing), the number of pairs, and
-    the keys it does not hold, in the order of ``keys``. ``packed`` is exactly
+    is None; a value ``GONE`` counts as missing), the number of pairs, and the keys it
+    does not hold, in the order of ``keys``. ``packed`` is exactly
     ``packb(pairs)``. Reads go through dict's own lookup, so a ``TrackedDict`` marks
     nothing. One lookup and the packing of one pair per key, with no tuple or list
     built: a checkpoint delta's keys go straight from the bin to bytes.
@@ -311,7 +311,7 @@ def pack_items(state, keys=None):
             else:
                 for key in keys:
                     v = PyDict_GetItemWithError(state, key)
-                    if v is NULL:       # (an error in the lookup has been raised already)
+                    if v is NULL or <object>v is GONE:    # (a failed lookup has raised already)
                         missing.append(key)
                         continue
                     _put1(&b, 0x92)

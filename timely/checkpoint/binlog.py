@@ -60,10 +60,6 @@ END = float("inf")
 BASE_AFTER = 2
 
 
-def _chunks(keys: list) -> list[list]:
-    return [keys[i:i + PART_KEYS] for i in range(0, len(keys), PART_KEYS)]
-
-
 class BinLog:
     """See the module docstring. ``bins``: the operator's bins on this worker (bin ->
     an object whose ``state`` is the bin's dict), shared with it; ``interval``:
@@ -181,9 +177,9 @@ class BinLog:
         self._waiting.append((END if x is None else x, self._ticket, started, row))
         return True
 
-    def _write(self, b: int, label: int, kind: str, keys: Optional[set] = None) -> None:
+    def _write(self, b: int, label: int, kind: str, keys: Optional[Any] = None) -> None:
         state = self.bins[b].state
-        source: Any = state              # what the entry's items are packed from
+        source: dict = state             # what the entry's items are packed from
         changed = getattr(state, "take_changed", None)
         if changed is not None:          # a TrackedDict: what its logic may have changed, to what
             marked = changed()
@@ -194,26 +190,26 @@ class BinLog:
                     for k in keys:
                         if k not in marked:
                             marked[k] = dict.get(state, k, GONE)
-                    keys, source = marked, marked
+                    keys = source = marked          # packed as they are, GONE for a deletion
         if kind == "delta" and keys is not None:
             if self.since_base.get(b, 0) + len(keys) >= BASE_AFTER * max(len(state), 64):
                 kind = "base"
         if kind == "base" or keys is None:
-            kind = "base"
+            kind, source, keys = "base", state, state
             self.since_base[b] = 0
-            parts = ([(state, ks) for ks in _chunks(list(dict.keys(state)))] if dict.__len__(state) > PART_KEYS
-                     else [(state, None)])
         else:
             self.since_base[b] = self.since_base.get(b, 0) + len(keys)
-            if source is state:
-                parts = [(state, ks) for ks in _chunks(list(keys))] if len(keys) > PART_KEYS else [(state, keys)]
-            else:                        # the marked values, packed as they are
-                parts = ([(dict(c), None) for c in _chunks(list(source.items()))] if len(source) > PART_KEYS
-                         else [(source, None)])
+        # every key of a dict: packed from it in its order, without a lookup each
+        whole = keys is source
+        if len(keys) <= PART_KEYS:
+            parts = [None if whole else keys]
+        else:
+            ordered = list(dict.keys(keys) if whole else keys)
+            parts = [ordered[i:i + PART_KEYS] for i in range(0, len(ordered), PART_KEYS)]
         pending = self._pending_of(b)
         self._seq += 1
-        for part, (src, chunk) in enumerate(parts):
-            packed, count, deleted = pack_items(src, chunk)     # None: every item of src
+        for part, chunk in enumerate(parts):
+            packed, count, deleted = pack_items(source, chunk)  # None: every item of source
             entry = Entry(self.inc, self.op, b, label, kind, self.worker, self._seq, part, len(parts),
                           PackedItems(packed, count), deleted, pending if part == 0 else [])
             self._ticket = self.writer.write(entry)

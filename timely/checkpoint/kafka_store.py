@@ -175,7 +175,7 @@ class _KafkaWriter(TicketWriter):
         self._records = 0                  # in the current segment
         self._bytes = 0
         self._next: Optional[_Segment] = None
-        self._pending: list[tuple[str, bytes, bytes, int]] = []    # held by ``hold``
+        self._pending: list[tuple[bytes, bytes, int]] = []    # (key, value, ticket) held by ``hold``
 
     def write(self, record: Any) -> int:
         key = record_key(record)
@@ -190,7 +190,7 @@ class _KafkaWriter(TicketWriter):
         if self._held:
             self._pending.append((key, value, ticket))
         else:
-            self._send(self.topic, key, value, ticket)
+            self._send(key, value, [ticket])
         self._records += 1
         self._bytes += len(value)
         self.bytes += len(value)
@@ -198,11 +198,11 @@ class _KafkaWriter(TicketWriter):
             self._ahead()
         return ticket
 
-    def _send(self, topic: str, key: bytes, value: bytes, ticket: Any) -> None:
-        """Produce one record; ``ticket``: its ticket, or the list of a group's."""
+    def _send(self, key: bytes, value: bytes, tickets: list[int]) -> None:
+        """Produce one record to the current segment; ``tickets``: those it makes durable."""
         store = self._store
         try:
-            store._produce(topic, key, value, functools.partial(store._delivered, self.tickets, ticket))
+            store._produce(self.topic, key, value, functools.partial(store._delivered, self.tickets, tickets))
         except CheckpointError as e:        # a hole in the chain: no later ticket is durable
             self.tickets.fail(e)
             raise
@@ -210,29 +210,35 @@ class _KafkaWriter(TicketWriter):
     def _release(self) -> None:
         """Send what ``hold`` kept: runs of entries as group records of up to
         ``GROUP_BYTES`` (one Kafka record, one delivery report and one produce call for a
-        crossing's entries, not one per bin), then in one ``produce_batch``."""
+        crossing's entries, not one per bin), all in one ``produce_batch``."""
         pending, self._pending = self._pending, []
-        records: list[tuple[str, bytes, bytes, list[int]]] = []
+        records: list[tuple[bytes, bytes, list[int]]] = []
         run: list[tuple[bytes, bytes, int]] = []
+
+        def close_run() -> None:
+            if len(run) == 1:
+                records.append((run[0][0], run[0][1], [run[0][2]]))
+            elif run:
+                records.append((_GROUP, packb([v for _, v, _ in run]), [t for _, _, t in run]))
+            run.clear()
+
         size = 0
-        for held in pending + [None]:
-            if run and (held is None or not held[0].startswith(_ENTRY) or size + len(held[1]) > GROUP_BYTES):
-                if len(run) == 1:
-                    records.append((self.topic, run[0][0], run[0][1], [run[0][2]]))
-                else:
-                    records.append((self.topic, _GROUP, packb([v for _, v, _ in run]), [t for _, _, t in run]))
-                run, size = [], 0
-            if held is None:
-                break
-            if held[0].startswith(_ENTRY):
-                run.append(held)
-                size += len(held[1])
-            else:
-                records.append((self.topic, held[0], held[1], [held[2]]))
+        for key, value, ticket in pending:
+            if not key.startswith(_ENTRY):
+                close_run()
+                records.append((key, value, [ticket]))
+                continue
+            if run and size + len(value) > GROUP_BYTES:
+                close_run()
+            if not run:
+                size = 0
+            run.append((key, value, ticket))
+            size += len(value)
+        close_run()
         if len(records) > 1:
-            records = self._store._produce_batch(records, self.tickets)
-        for topic, key, value, tickets in records:
-            self._send(topic, key, value, tickets)
+            records = self._store._produce_batch(self.topic, records, self.tickets)
+        for record in records:
+            self._send(*record)
 
     def _ahead(self) -> None:
         """Start creating the next segment, ahead of the roll that needs it."""
@@ -368,19 +374,16 @@ class KafkaStore:
                 raise CheckpointError(f"cannot write a checkpoint record ({len(value)} bytes) to {topic} "
                                       f"at {self.brokers}: {describe(e)}") from None
 
-    def _produce_batch(self, records: list[tuple[str, bytes, bytes, Any]], tickets: _Tickets) -> list:
-        """Hand ``(topic, key, value, ticket or tickets)`` records to the producer in one
-        call (one lock and one wake of its thread, not one per record: in a busy job a
+    def _produce_batch(self, topic: str, records: list[tuple[bytes, bytes, list[int]]], tickets: _Tickets) -> list:
+        """Hand ``(key, value, tickets)`` records for ``topic`` to the producer in one call
+        (one lock and one wake of its thread, not one per record: in a busy job a
         ``produce`` took 12-24 us, against 2 us alone); returns those it did not take (its
         queue was full), for ``_produce`` to wait for room."""
         if self._closed:
             raise CheckpointError(f"the checkpoint store {self.namespace!r} is closed")
-        topic = records[0][0]
-        if any(r[0] != topic for r in records):
-            raise ValueError("a batch of checkpoint records goes to one segment")
         delivered = self._delivered
-        messages = [{"key": key, "value": value, "callback": functools.partial(delivered, tickets, ticket)}
-                    for _, key, value, ticket in records]
+        messages = [{"key": key, "value": value, "callback": functools.partial(delivered, tickets, made)}
+                    for key, value, made in records]
         if self.producer.produce_batch(topic, messages, partition=0) == len(messages):
             return []
         from confluent_kafka import KafkaError
@@ -390,7 +393,7 @@ class KafkaStore:
             if error is None:
                 continue
             if error.code() != KafkaError._QUEUE_FULL:
-                failure = CheckpointError(f"cannot write a checkpoint record ({len(record[2])} bytes) to "
+                failure = CheckpointError(f"cannot write a checkpoint record ({len(record[1])} bytes) to "
                                           f"{topic} at {self.brokers}: {describe(error)}")
                 tickets.fail(failure)
                 raise failure
@@ -401,10 +404,10 @@ class KafkaStore:
         while not self._closing.is_set():
             self.producer.poll(0.1)
 
-    def _delivered(self, tickets: _Tickets, ticket: Any, err: Any, msg: Any) -> None:
+    def _delivered(self, tickets: _Tickets, made: Iterable[int], err: Any, msg: Any) -> None:
         if err is None:
-            for t in ticket if isinstance(ticket, list) else (ticket,):
-                tickets.done(t)
+            for ticket in made:
+                tickets.done(ticket)
         else:
             tickets.fail(CheckpointError(f"writing a checkpoint record to {msg.topic()} at {self.brokers} "
                                          f"failed: {describe(err)}"))
@@ -433,7 +436,7 @@ class KafkaStore:
         tickets = _Tickets()
         for key, value in records:
             ticket = tickets.issue()
-            self._produce(self.inc_topic, key, value, functools.partial(self._delivered, tickets, ticket))
+            self._produce(self.inc_topic, key, value, functools.partial(self._delivered, tickets, (ticket,)))
         if not wait_durable(tickets, self.timeout):
             raise CheckpointError(f"{what} of {self.namespace!r} was not acknowledged by the Kafka broker "
                                   f"at {self.brokers} within {self.timeout:g} s")

@@ -40,9 +40,6 @@ class FrameError(ValueError):
     """A frame that is malformed, oversized, or names something that does not exist."""
 
 
-_GONE = object()          # what dict.get answers for a key the dict does not hold
-
-
 def _default(obj: Any) -> Any:
     if isinstance(obj, (set, frozenset)):
         return sorted(obj)
@@ -57,8 +54,8 @@ def py_packb(obj: Any) -> bytes:
 def py_pack_items(state: dict, keys: Optional[Iterable] = None) -> tuple[bytes, int, list]:
     """``(packed, count, missing)``: ``py_packb`` of the ``(key, state[key])`` pairs for
     each of ``keys`` that the dict ``state`` holds (every item, in its order, when ``keys``
-    is None; an item whose value is ``GONE`` counts as missing: a TrackedDict's record of
-    a deletion), how many pairs, and the keys it does not hold, in the order of ``keys``;
+    is None; a value ``GONE`` counts as missing: a TrackedDict's record of a deletion),
+    how many pairs, and the keys it does not hold, in the order of ``keys``;
     one lookup per key through dict's own ``get`` (a ``TrackedDict``'s would mark them).
     The pure twin of ``_ccodec.pack_items``, which packs the pairs without building them.
 
@@ -69,13 +66,12 @@ def py_pack_items(state: dict, keys: Optional[Iterable] = None) -> tuple[bytes, 
     if not isinstance(state, dict):
         raise TypeError(f"pack_items reads a dict, not {type(state).__name__}")
     if keys is None:
-        items = [(k, v) for k, v in dict.items(state) if v is not GONE]
-        missing = [k for k, v in dict.items(state) if v is GONE] if len(items) < len(state) else []
-        return py_packb(items), len(items), missing
-    keys = list(keys)
-    values = list(map(dict.get, repeat(state, len(keys)), keys, repeat(_GONE, len(keys))))
-    items = [(k, v) for k, v in zip(keys, values) if v is not _GONE]
-    missing = [k for k, v in zip(keys, values) if v is _GONE] if len(items) < len(keys) else []
+        keys, values = list(dict.keys(state)), list(dict.values(state))
+    else:
+        keys = list(keys)
+        values = list(map(dict.get, repeat(state, len(keys)), keys, repeat(GONE, len(keys))))
+    items = [(k, v) for k, v in zip(keys, values) if v is not GONE]
+    missing = [k for k, v in zip(keys, values) if v is GONE] if len(items) < len(keys) else []
     return py_packb(items), len(items), missing
 
 
