@@ -18,7 +18,7 @@ import sqlite3
 from contextlib import nullcontext
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import timely
@@ -54,13 +54,21 @@ class _Writer:
 
 @settings(max_examples=300)
 @given(st.integers(1, 3), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 1),
-                                             st.sampled_from(["put", "del", "bump", "cross", "move"]),
+                                             st.sampled_from(["put", "del", "bump", "cross", "move", "settle"]),
                                              st.integers(0, 3), st.integers(0, 9)), max_size=80),
        st.booleans())
+# a bin settled, then written again (a put; a value read and changed in place) before the
+# crossing: the later marks must win over what settle packed
+@example(1, [(0, 0, "put", 0, 1), (0, 0, "settle", 0, 0), (0, 0, "put", 0, 2), (1, 0, "cross", 0, 0),
+             (0, 1, "cross", 1, 0)], True)
+@example(1, [(0, 0, "put", 0, 1), (0, 0, "settle", 0, 0), (0, 0, "bump", 0, 1), (1, 0, "cross", 0, 0),
+             (0, 1, "cross", 1, 0)], True)
 def test_binlog_entries_fold_to_the_state_at_every_boundary_crossed(codec_twin, interval, steps, tracked):
     """Two workers' BinLogs, one store. Time only grows; a step makes worker w apply a
     record at time t to a bin it holds (put or delete a key, or read its value and
-    change it in place), cross at t, or ship one of its bins to the other worker at t.
+    change it in place), cross at t, ship one of its bins to the other worker at t, or
+    settle a bin (its logic returned: what it marked is packed now, and later marks of
+    the same crossing must still win).
     At every boundary both workers crossed, ``fold_bin`` of every bin's entries must
     equal the bin as of then: the fold of every record before the boundary. The bins
     are plain dicts whose keys the operator touches (state_machine), or TrackedDicts
@@ -91,6 +99,8 @@ def _binlog_model_run(interval: int, steps: list, tracked: bool = False) -> None
             continue
         if kind == "cross":
             log.cross(t)
+        elif kind == "settle":
+            log.settle(b)
         elif kind == "move":                   # F ships at t: everything before t applied here
             if log.applied_max is not None and t <= log.applied_max:
                 continue

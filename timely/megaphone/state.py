@@ -438,6 +438,8 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
                 except Exception as e:
                     raise StatefulError(f"{name}: logic failed on bin {b} at time {t!r}: "
                                         f"{type(e).__name__}: {e}") from e
+                if log is not None:
+                    log.settle(b)       # packed while its values are in the caches
             if emitted:
                 out.give_batch(cap, emitted)
         return apply

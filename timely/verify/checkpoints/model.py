@@ -447,6 +447,8 @@ class CheckpointModel:
             else:
                 log.touch(b, [r.key])
             fold(state, r, self.epoch_of)
+            if self.tracked and r.id % 3 == 0:
+                log.settle(b)        # its logic returned: what it marked is packed now
             wk.todo.remove(r)
         wk.applied_max = t
         wk.frontier = max(wk.frontier, t)
