@@ -30,7 +30,11 @@ import timely  # noqa: E402
 
 def aggregate(time, records, state, notificator, output):
     """Per bin and epoch: fold this epoch's clicks into each page's running state and
-    emit the page's per-epoch and running figures."""
+    emit the page's per-epoch and running figures. A bin's state holds, per page, its
+    running ``(clicks, distinct users)``, and a key ``(page, user)`` for every user seen
+    on the page: an epoch changes its pages and their new users only, so that is all a
+    checkpoint writes (one set of users per page would be written whole, and copied,
+    every epoch the page is clicked)."""
     epoch_pages: dict = {}
     for page, category, user in records:
         found = epoch_pages.get(page)
@@ -40,14 +44,16 @@ def aggregate(time, records, state, notificator, output):
             found[1] += 1
             found[2].add(user)
     for page, (category, clicks, users) in epoch_pages.items():
-        total, seen = state.get(page, (0, None))
-        seen = dict(seen) if seen else {}       # a moved bin's state arrives as msgpack
+        total, distinct = state.get(page, (0, 0))
         for user in users:
-            seen[user] = 1
+            seen = (page, user)
+            if seen not in state:
+                state[seen] = True
+                distinct += 1
         total += clicks
-        state[page] = (total, seen)
+        state[page] = (total, distinct)
         output.append({"epoch": time, "page": page, "category": category, "clicks": clicks,
-                       "users": len(users), "total_clicks": total, "total_users": len(seen)})
+                       "users": len(users), "total_clicks": total, "total_users": distinct})
 
 
 def build(worker, brokers: str, clicks: str, results: str, epochs: int, group: str, bins: int = 64):
@@ -85,9 +91,9 @@ def main(argv):
         return (worker.index, sum(s.records for s in sources), sum(len(s.parts) for s in sources),
                 held.keys() if held is not None else 0, len(held.bins) if held is not None else 0)
 
-    for index, records, partitions, pages, bins in timely.execute(config, run):
+    for index, records, partitions, keys, bins in timely.execute(config, run):
         print(f"worker {index}: read {records} events from {partitions} partitions; "
-              f"holds {bins} bins, {pages} pages", flush=True)
+              f"holds {bins} bins, {keys} keys (its pages, and their users)", flush=True)
     print(f"process {config.process}: done in {time.perf_counter() - start:.2f} s", flush=True)
 
 

@@ -38,7 +38,8 @@ def main(argv):
         worker.bootstrap()
         worker.run()
         held = worker.stateful_states[0].snapshot() if worker.stateful_states else {}
-        return {page: total for page, (total, _) in held.items()}
+        # (the state's other keys are (page, user): the users seen on a page)
+        return {page: value[0] for page, value in held.items() if isinstance(page, str)}
 
     for state in timely.execute(timely.Config.from_args(rest), run):
         print("state " + json.dumps(state), flush=True)
