@@ -110,6 +110,25 @@ def check_epochs_and_markers(records: list, want_epochs: list[int]) -> dict[int,
     return values
 
 
+def test_a_local_sessions_python_workers_import_pyspark_from_the_installed_package(spark):
+    """Spark puts pyspark.zip first on its Python workers' path, and Python compiles a
+    zip's sources in every process that imports them (a second of CPU each);
+    local_session's workers import the driver's installed pyspark, with its bytecode,
+    and nothing of the driver's own environment changes."""
+    import pyspark
+
+    def origin(_):
+        import sys
+
+        import pyspark as worker_pyspark
+        yield worker_pyspark.__file__, [p for p in sys.path if p.endswith(".zip")]
+
+    (found, zips), = spark.sparkContext.parallelize([0], 1).mapPartitions(origin).collect()
+    assert found == pyspark.__file__ and ".zip" not in found
+    assert zips == []
+    assert "worker_path" not in os.environ.get("PYTHONPATH", "")
+
+
 # ---- batch read ---------------------------------------------------------------------------
 def test_batch_read_returns_exactly_the_complete_epochs(spark, tansu):
     topic = new_topic(tansu, 2)

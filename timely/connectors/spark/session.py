@@ -40,12 +40,23 @@ def local_session(app_name: str = "pytimely", cores: int = 2) -> SparkSession:
     registered. Starting one takes about 4 s."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-             .getOrCreate())
+    # the JVM starts with worker_path first on the Python workers' path: its sitecustomize
+    # has them import pyspark's cached bytecode (see there); this process's children do not
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_path")
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([here] + ([before] if before else []))
+    try:
+        spark = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "2")
+                 .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+                 .getOrCreate())
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
     spark.sparkContext.setLogLevel("WARN")
     register(spark)
     return spark
