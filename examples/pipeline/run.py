@@ -161,10 +161,10 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
                       extra=extra) as cluster:
         cluster.start(processes)
         t = time.monotonic()
-        spark_jobs.warm_up(spark, brokers)      # (while the dataflow's processes start)
+        problem = spark_jobs.warm_up(spark, brokers)     # (while the dataflow's processes start)
         report.seconds["spark warm-up"] = time.monotonic() - t
         say(f"spark: the writer's Python workers started in {report.seconds['spark warm-up']:.1f} s, "
-            f"before the first epoch")
+            f"before the first epoch" + (f" ({problem})" if problem else ""))
         t = time.monotonic()
         for epoch in range(epochs):
             spark_jobs.write_epoch(rows, brokers, clicks, epoch, rows_per_message)

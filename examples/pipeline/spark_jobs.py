@@ -83,24 +83,29 @@ def to_kafka_rows(events: Any, partitions: int) -> Any:
     return partition_for_kafka(rows, partitions, key_col="user").cache()
 
 
-def warm_up(spark: Any, brokers: str) -> None:
+def warm_up(spark: Any, brokers: str) -> Optional[str]:
     """Write one row with ``timely-kafka`` to a scratch topic, then delete the topic.
     Spark starts its data source's Python workers (lookup, create, write, commit) at
-    their first use: seconds of CPU that would otherwise land on the first epoch."""
+    their first use: seconds of CPU that would otherwise land on the first epoch.
+    Returns why the scratch topic could not be deleted (a broker that refuses deletes),
+    or None."""
     import uuid
 
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
     from timely.connectors.client import client_config, create_topics
     from timely.connectors.spark import partition_for_kafka
     topic = f"warm-up-{uuid.uuid4().hex[:8]}"
     create_topics(brokers, {topic: 1})
+    row = partition_for_kafka(spark.createDataFrame([("{}", 0)], "value string, epoch long"), 1)
+    (row.write.format("timely-kafka").option("kafka.bootstrap.servers", brokers).option("topic", topic)
+     .mode("append").save())
+    admin = AdminClient(client_config(brokers))     # (alive until the deletion is done)
     try:
-        row = partition_for_kafka(spark.createDataFrame([("{}", 0)], "value string, epoch long"), 1)
-        (row.write.format("timely-kafka").option("kafka.bootstrap.servers", brokers).option("topic", topic)
-         .mode("append").save())
-    finally:
-        admin = AdminClient(client_config(brokers))     # (alive until the deletion is done)
         admin.delete_topics([topic])[topic].result(30)
+    except KafkaException as e:
+        return f"the scratch topic {topic} is left behind: {e}"
+    return None
 
 
 def write_epoch(rows: Any, brokers: str, topic: str, epoch: int, rows_per_message: Optional[int] = None) -> None:
