@@ -39,7 +39,6 @@ from typing import Any, Callable, Iterable, Optional
 
 from .._twin import compiled
 from ..dataflow.channels import Direct
-from ..dataflow.operators.generic import pipeline_operator
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
 from .bins import DEFAULT_BINS, RoutingTable, bin_shift
@@ -333,19 +332,11 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     worker.stateful_states.append(states)
     worker.checkpoint_context.add_state(f"{name}@{'.'.join(map(str, path))}", states, bins, acks,
                                         tracked, scope.minimum)
-    # F and the rebalancer read only S's frontier: the loop carries a stream with that
-    # frontier and no records. (S's own output on the loop pushed every result to the
-    # feedback node, built before S: it took them a step later, so each epoch cost one
-    # more progress exchange between the workers, and F and the rebalancer drained them.)
-    pipeline_operator(result, f"{name} Frontier", _discard).connect_loop(handle)
+    result.connect_loop(handle)     # F only reads its frontier (and drains what it gets)
     return result
 
 
 _key_of = itemgetter(0)
-
-
-def _discard(time: Any, records: list, output: Any) -> None:
-    """A batch for the loop of S's frontier: nothing goes on."""
 
 
 def _missing_bin(states: BinStates, b: int) -> StatefulError:
