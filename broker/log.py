@@ -264,7 +264,6 @@ class ProgressLog:
         acked = self._acked.get((worker, segment))
         if acked is None:
             acked = self._acked[(worker, segment)] = [0, None]
-            self._acked.pop((worker, segment - 2), None)
         lseq = segment * self.segment_records + acked[0]
         # Record lseq must land after record lseq - 1 of its segment: a log that starts
         # over (a broker that came back empty) puts it at a smaller offset.
@@ -275,6 +274,10 @@ class ProgressLog:
                 f"(the broker lost its data)"))
         acked[0] += 1
         acked[1] = offset
+        if acked[0] == self.segment_records:
+            # Complete. Only now: a segment's reports can come after the next segments'
+            # (its first record waited for the topic's metadata while theirs did not).
+            del self._acked[(worker, segment)]
         pending = self._pending_snapshots[worker]
         if lseq + 1 in pending:
             # record lseq + 1 starts the next segment or follows this record in this one

@@ -36,7 +36,7 @@ import time
 from typing import Any, Callable, Optional
 
 from .client import (BrokerError, BrokerLostError, connect_admin, consumer_config, describe, ensure_topics,
-                     group_offsets, log, topic_ids)
+                     group_offsets, topic_ids)
 from .log import Topics, unpack
 
 log = logging.getLogger("broker")
