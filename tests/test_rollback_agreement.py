@@ -6,7 +6,8 @@ coordinator has not seen (a joiner that finished joining on that survivor just a
 coordinator's rollback expelled it, then died) makes the coordinator roll back too, so
 the survivor waiting for a rollback gets one and both go on with the same processes;
 stale word from an earlier round changes nothing; the coordinator decides only once every
-survivor and its own workers have dropped their dataflows.
+survivor and its own workers have dropped their dataflows; a joiner admitted while a
+rollback is being applied reaches the workers after the rollback, not before.
 """
 from __future__ import annotations
 
@@ -82,3 +83,21 @@ def test_the_rollback_waits_for_every_survivor_and_our_own_workers():
     m.suspended_locally()
     assert [f[:4] for f in p2.frames] == [("rollback", 1, [1], [0, 2])]
     assert not m.recovering and m.life == {0, 2}
+
+
+def test_a_join_asked_while_a_rollback_is_applied_reaches_the_workers_after_it():
+    """Applying a rollback restarts the progress logs (in Kafka mode, topics created: half
+    a second on CI) before it is posted to the workers. A joiner admitted in that window
+    had its join applied before the rollback, whose rebuild dropped it again: the joiner
+    and the members then disagreed on who reads which Kafka partition, handing one back
+    and forth for ever. A join waits until the rollback is posted."""
+    m, hub, p2 = coordinator_after_a_rollback()
+    hub.timeout, hub.kafka = 0.0, None   # no waiting here: an admission that must wait is refused
+    during = []
+    hub.restart_progress = lambda round_, workers: during.append(m.admit(3, 4, 0))
+    m._apply_rollback((2, [1], [0, 2], {}))
+    assert during == [None]              # refused while the rollback was not posted yet
+    admit = m.admit(3, 4, 0)
+    assert admit is not None
+    admit(Conn(3))
+    assert kinds(m) == [("rollback", -1), ("join", 3)]

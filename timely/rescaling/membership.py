@@ -97,6 +97,7 @@ class Membership(Rollbacks):
         self.life: set[int] = set()
         self.round = 0                      # rollbacks so far (the coordinator's count)
         self.recovering = False
+        self.applying_rollback = False      # decided, not yet posted to our workers
         self._suspended = 0                 # local workers that dropped their dataflows
         self._finished = 0                  # local workers whose dataflows are all complete
         self._finished_workers: set[int] = set()
@@ -139,9 +140,10 @@ class Membership(Rollbacks):
         # a join waits for a leave or a rollback under way to finish (the joiner's connect
         # waits too)
         deadline = time.monotonic() + hub.timeout
-        while (self.leaving or self.recovering) and time.monotonic() < deadline and not hub.stopping:
+        while (self.leaving or self.recovering or self.applying_rollback) and time.monotonic() < deadline \
+                and not hub.stopping:
             time.sleep(0.02)
-        if self.recovering:
+        if self.recovering or self.applying_rollback:
             log.warning("process %d refused the join of process %d: a rollback is under way",
                         hub.process, process)
             return None

@@ -51,7 +51,8 @@ def quorum(alive: set, life: set) -> bool:
 class Rollbacks:
     """The rollback protocol, as part of ``Membership`` (whose state it uses: ``hub``,
     ``_lock``, ``_agreement``, ``agreed``, ``dead``, ``life``, ``round``, ``recovering``,
-    ``_suspended``, ``_finished``, ``_finished_workers``, ``_ready``, ``workers_ready``,
+    ``_suspended``, ``_finished``, ``_finished_workers``, ``_ready``, ``applying_rollback``,
+    ``workers_ready``,
     the leave's flags, and ``_post``)."""
 
     def current_round(self) -> tuple[int, Optional[list]]:
@@ -204,6 +205,9 @@ class Rollbacks:
             self.dead |= set(dead)
             self.life = {w // hub.workers_per_process for w in workers}
             self.recovering = False
+            # until the rollback is posted, a joiner is not admitted: its join would reach
+            # our workers before the rollback, and their rebuild would drop it again
+            self.applying_rollback = True
             # whoever the coordinator left out (a joiner it dropped, that finished joining
             # here) is expelled: every survivor goes on with the same processes
             outsiders = [c for p, c in hub.connections.items() if p not in self.life]
@@ -223,5 +227,9 @@ class Rollbacks:
             log.warning("process %d: process %d is not in the rollback's cluster: it is expelled "
                         "(it must join again)", hub.process, conn.process)
             conn.close()
-        hub.restart_progress(round_, workers)
-        self._post(RescaleMessage("rollback", -1, 0, 0, payload=(round_, workers)))
+        try:
+            hub.restart_progress(round_, workers)
+            self._post(RescaleMessage("rollback", -1, 0, 0, payload=(round_, workers)))
+        finally:
+            with self._lock:
+                self.applying_rollback = False
