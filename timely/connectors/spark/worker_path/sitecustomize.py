@@ -18,9 +18,14 @@ import os
 import sys
 
 
+def _spark_zip(entry: str) -> bool:
+    name = os.path.basename(entry)
+    return name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith("-src.zip"))
+
+
 def _without_spark_zips() -> None:
     path = list(sys.path)
-    sys.path[:] = [p for p in path if not p.endswith(".zip")]
+    sys.path[:] = [p for p in path if not _spark_zip(p)]      # the stdlib's zip entry stays
     if importlib.util.find_spec("pyspark") is None:     # only the zip has it: keep Spark's path
         sys.path[:] = path
 
