@@ -444,6 +444,14 @@ def closed_port() -> int:
     return port
 
 
+@pytest.mark.parametrize("idle_poll", [0, -0.01, "fast"])
+def test_a_bad_idle_poll_is_refused_naming_it(idle_poll):
+    def build(worker):
+        worker.dataflow(lambda scope: scope.kafka_source("127.0.0.1:1", "clicks", idle_poll=idle_poll))
+    with pytest.raises((ValueError, TypeError), match="idle_poll"):
+        timely.execute(1, build)
+
+
 def test_unreachable_broker_is_named_when_building():
     """Worker 0 builds a source, worker 1 a sink, both at a closed port (in parallel:
     each waits the client's 10 s metadata timeout)."""

@@ -467,6 +467,45 @@ def test_probe_reports_what_may_still_arrive(workers):
         assert observed[2] == ([], False, True)
 
 
+def test_activate_after_runs_an_operator_once_its_delay_has_passed_and_not_before():
+    """timely's ``activate_after``: an operator asked for later is not scheduled before
+    its time (the worker parks meanwhile rather than spinning), and is scheduled once
+    the time has come, with nothing else to wake the worker."""
+    def build(worker):
+        runs, where = [], {}
+
+        def dataflow(scope):
+            handle, stream = scope.new_input()
+
+            def constructor(cap, info):
+                where["path"] = info.path
+
+                def logic(input, output):
+                    for _ in input:
+                        pass
+                    runs.append(1)
+                return logic
+            return handle, stream.unary(Pipeline(), "Later", constructor).probe()
+
+        handle, probe = worker.dataflow(dataflow)
+        handle.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        before = len(runs)
+        worker.activations.activate_after(where["path"], 3600)
+        for _ in range(5):
+            worker.step_or_park()
+        not_yet = (len(runs), worker.activations.empty_for() > 3000)
+        worker.activations.activate_after(where["path"], 0.05)
+        worker.step_while(lambda: len(runs) == before)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        return before, not_yet, runs[before:before + 1]
+
+    (before, not_yet, ran), = execute_bounded(1, build)
+    assert not_yet == (before, True)
+    assert ran == [1]
+
+
 @pytest.mark.parametrize("workers", WORKERS)
 def test_probe_with_one_handle_on_two_streams_reports_the_least_frontier(workers):
     def build(worker):

@@ -420,6 +420,7 @@ class Worker:
             for message in self._rescales():
                 self._apply_rescale(message)
         activations = self.activations
+        activations.advance()
         paths = self._channel_paths
         events = self.allocator.events()
         if events:
@@ -461,7 +462,11 @@ class Worker:
         if self._abort is not None and self._abort.is_set():
             # execute raises the cause: the failing worker's error, or the transport's
             raise WorkerAborted(f"worker {self.index}: stopping, the computation failed")
-        if self.activations.is_idle() and (self._dataflows or self.recovering):
+        activations = self.activations
+        if activations.is_idle() and (self._dataflows or self.recovering):
+            delayed = activations.empty_for()     # an operator asked to run again later
+            if delayed is not None:
+                timeout = delayed if timeout is None else min(timeout, delayed)
             self.allocator.await_events(timeout)
         if self.step_lock is not None:
             with self.step_lock:

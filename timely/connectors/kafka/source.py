@@ -37,7 +37,8 @@ from ..epochs import DecodeError, Format, PartitionEpochs, format_of
 
 __all__ = ["kafka_source", "KafkaSourceState"]
 
-_POLL_TIMEOUT = 0.002      # s the worker may block in consume when nothing was ready
+#: an idle source polls again after 1 ms, then 2, 4, ... up to its ``idle_poll`` (s)
+_FIRST_IDLE_WAIT = 0.001
 
 
 def _sources(worker: Any) -> dict:
@@ -264,13 +265,17 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
                  value_format: Union[str, Format] = "json", end_epoch: Optional[int] = None,
                  epochs: str = "markers", epoch_records: Optional[int] = None,
                  epoch_ms: Optional[float] = None, dead_letter_topic: Optional[str] = None,
-                 name: str = "KafkaSource") -> Any:
+                 idle_poll: float = 0.002, name: str = "KafkaSource") -> Any:
     """A stream of the topics' events, each at its epoch (see the module docstring).
 
     ``group_id``: the consumer group that offsets are committed to (by ``kafka_commit``)
     and resumed from; ``end_epoch``: finish once every partition completed every epoch
     before it (None: run until the dataflow is dropped); ``dead_letter_topic``: where
-    values that do not decode go, instead of failing the dataflow.
+    values that do not decode go, instead of failing the dataflow; ``idle_poll``: the
+    longest (s) a source that found nothing waits before polling again (it waits 1 ms,
+    then twice as long each time up to this, and the worker parks meanwhile, woken at
+    once by its other inputs): what a record that arrives while the stream is quiet
+    may wait, against the CPU a quiet worker spends.
     """
     topics = [topics] if isinstance(topics, str) else list(topics)
     if not topics:
@@ -281,6 +286,8 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
         raise ValueError("kafka_source: epochs='ingestion' needs epoch_records or epoch_ms")
     if epochs == "markers" and (epoch_records or epoch_ms):
         raise ValueError("kafka_source: epoch_records / epoch_ms apply only to epochs='ingestion'")
+    if not isinstance(idle_poll, (int, float)) or not idle_poll > 0:
+        raise ValueError(f"kafka_source: idle_poll must be a positive number of seconds, got {idle_poll!r}")
     if type(scope.minimum) is not int:
         raise TypeError(f"kafka_source: epochs are ints, but scope {scope.name!r} has timestamps "
                         f"like {scope.minimum!r}")
@@ -298,6 +305,7 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     handoffs.connect_loop(handle)
     info = OperatorInfo(builder)
     activate = info.activator(worker)
+    path = info.path
     workers = [] if worker.is_joiner else worker.initial_workers
     state = KafkaSourceState(brokers, topics, group_id, starting_offsets, add_config, fmt,
                              worker.index, workers, dead_letter_topic, end_epoch,
@@ -309,7 +317,7 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
 
     def constructor(caps):
         held = _Held(caps)
-        holder = {"cap": held, "idle": False, "routing": None, "moving": False}
+        holder = {"cap": held, "idle": False, "routing": None, "moving": False, "wait": 0.0}
         if not state.parts:
             held.drop()
             holder["cap"] = None
@@ -348,7 +356,13 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
                 holder["routing"] = worker.routing_workers
                 holder["moving"] = True
             step()
-            if holder["cap"] is not None:
+            if holder["cap"] is None:
+                return
+            if holder["idle"]:              # nothing came: poll again later, the worker parks
+                holder["wait"] = min(idle_poll, max(_FIRST_IDLE_WAIT, 2 * holder["wait"]))
+                worker.activations.activate_after(path, holder["wait"])
+            else:
+                holder["wait"] = 0.0
                 activate()
         activate()
         return logic
@@ -421,7 +435,7 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
     resumed = state.resumed
 
     def step():
-        messages = state.poll(batch_size, _POLL_TIMEOUT if holder["idle"] else 0)
+        messages = state.poll(batch_size, 0)
         holder["idle"] = not messages
         cap = holder["cap"]
         for m in messages:
@@ -492,8 +506,7 @@ def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size:
         hand_off()
         if holder["cap"] is None:
             return
-        messages = state.poll(min(batch_size, epoch_records or batch_size),
-                              _POLL_TIMEOUT if holder["idle"] else 0)
+        messages = state.poll(min(batch_size, epoch_records or batch_size), 0)
         holder["idle"] = not messages
         batches: dict = {}
         for m in messages:
