@@ -56,6 +56,13 @@ from .tracked import TrackedDict
 PART_KEYS = 4096
 #: the time of the final crossing, once the operator's input is exhausted
 END = float("inf")
+
+#: how often (s) an operator waiting for writes to become durable looks again: it asks
+#: to be scheduled this much later (``activate_after``) rather than at once, so its
+#: worker parks and the store's delivery thread gets the interpreter lock meanwhile (a
+#: worker that re-activated itself held it, and the store heard of its acknowledgements
+#: up to a switch interval, 5 ms, late)
+DURABLE_POLL = 0.001
 #: a bin is written whole once its deltas since its last base name this many times its
 #: keys: a restore reads at most about 1 + BASE_AFTER times the state, and a checkpoint
 #: writes about 1 + 1 / BASE_AFTER times the keys that changed

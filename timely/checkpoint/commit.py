@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional
 
-from .binlog import END
+from .binlog import DURABLE_POLL, END
 from .records import Commit
 
 
@@ -137,8 +137,8 @@ def checkpoint_commit(scope: Any, inputs: list, ctx: Any, after: Optional[Callab
                 if after is not None:
                     after(label - 1)
                 ctx.committed(label)
-            if waiting:
-                activate(path)          # poll until the commit is durable
+            if waiting:                 # look again until the commit is durable
+                worker.activations.activate_after(path, DURABLE_POLL)
             elif held["final"]:
                 release()
 

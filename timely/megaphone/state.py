@@ -43,7 +43,7 @@ from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
 from .bins import DEFAULT_BINS, RoutingTable, bin_shift
 from .routing import build_router, first
-from ..checkpoint.binlog import END
+from ..checkpoint.binlog import DURABLE_POLL, END
 
 log = logging.getLogger("timely.megaphone")
 
@@ -204,7 +204,7 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     stash: dict[Any, list] = {}
     caps: dict[Any, Any] = {}
     notify_index: dict[Any, set] = {}
-    activate = worker.activations.activate
+    activate_after = worker.activations.activate_after
     path = builder.path
 
     def schedule(b: int, cap: Any) -> Callable[[Any, Any, int], None]:
@@ -270,7 +270,7 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
             elif durable is not None and durable > ack.time:
                 ack.downgrade(durable)
             if log.waiting:
-                activate(path)
+                activate_after(path, DURABLE_POLL)
 
         def logic():
             log = states.log
