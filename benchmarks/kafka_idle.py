@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 
-from _common import ROOT, figure, parse_args, percentiles, style, table, write_report
+from _common import ROOT, conclude, figure, parse_args, percentiles, style, table, write_report
 from tqdm import tqdm
 
 VALUES = (0.001, 0.002, 0.008, 0.05)
@@ -89,6 +89,7 @@ def main() -> None:
     from broker.tansu import TansuBroker
     from timely.connectors.client import create_topics
     results, problems = [], []
+    started = time.monotonic()
     with TansuBroker() as broker:
         for n, value in enumerate(tqdm(VALUES, desc="idle_poll")):
             topic = f"idle-{n}-{os.getpid()}"
@@ -125,9 +126,7 @@ def main() -> None:
         ax.margins(x=0.2, y=0.1)
         style(ax, xlabel="CPU of a quiet worker (% of one core)", ylabel="record written -> seen, p50 (ms)",
               title="A quiet Kafka source: CPU against pick-up latency", grid="major")
-    if problems:
-        print("FAILED CHECKS:\n  " + "\n  ".join(problems))
-        raise SystemExit(1)
+    conclude(problems, round(time.monotonic() - started, 1))
 
 
 if __name__ == "__main__":

@@ -140,10 +140,9 @@ class Membership(Rollbacks):
         # a join waits for a leave or a rollback under way to finish (the joiner's connect
         # waits too)
         deadline = time.monotonic() + hub.timeout
-        while (self.leaving or self.recovering or self.applying_rollback) and time.monotonic() < deadline \
-                and not hub.stopping:
+        while (self.leaving or self.rollback_under_way) and time.monotonic() < deadline and not hub.stopping:
             time.sleep(0.02)
-        if self.recovering or self.applying_rollback:
+        if self.rollback_under_way:
             log.warning("process %d refused the join of process %d: a rollback is under way",
                         hub.process, process)
             return None

@@ -52,8 +52,13 @@ class Rollbacks:
     """The rollback protocol, as part of ``Membership`` (whose state it uses: ``hub``,
     ``_lock``, ``_agreement``, ``agreed``, ``dead``, ``life``, ``round``, ``recovering``,
     ``_suspended``, ``_finished``, ``_finished_workers``, ``_ready``, ``applying_rollback``,
-    ``workers_ready``,
-    the leave's flags, and ``_post``)."""
+    ``workers_ready``, the leave's flags, and ``_post``)."""
+
+    @property
+    def rollback_under_way(self) -> bool:
+        """A crash is being recovered from, or its rollback is decided and not yet posted
+        to our workers: a join admitted now would reach them before the rollback."""
+        return self.recovering or self.applying_rollback
 
     def current_round(self) -> tuple[int, Optional[list]]:
         """The rollbacks so far and the workers they left (None: none yet)."""

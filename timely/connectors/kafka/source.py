@@ -127,10 +127,11 @@ class KafkaSourceState:
         self._assign(dict(self.starts) if self.resume_at_marker else {})
 
     # ---- reading ---------------------------------------------------------------------------
-    def poll(self, batch_size: int, timeout: float) -> list:
-        """Messages from the broker (errors other than end-of-partition raise)."""
+    def poll(self, batch_size: int) -> list:
+        """The messages the consumer holds now, without waiting (the source asks to run
+        again later when there are none; errors other than end-of-partition raise)."""
         from confluent_kafka import KafkaError
-        messages = self.consumer.consume(batch_size, timeout)
+        messages = self.consumer.consume(batch_size, 0)
         if self.ends is not None and time.monotonic() >= self._ends_at:
             self._read_ends()
         for m in messages:
@@ -435,7 +436,7 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
     resumed = state.resumed
 
     def step():
-        messages = state.poll(batch_size, 0)
+        messages = state.poll(batch_size)
         holder["idle"] = not messages
         cap = holder["cap"]
         for m in messages:
@@ -506,7 +507,7 @@ def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size:
         hand_off()
         if holder["cap"] is None:
             return
-        messages = state.poll(min(batch_size, epoch_records or batch_size), 0)
+        messages = state.poll(min(batch_size, epoch_records or batch_size))
         holder["idle"] = not messages
         batches: dict = {}
         for m in messages:
