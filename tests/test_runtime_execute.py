@@ -12,10 +12,14 @@ Protects:
   naming it and the closest timely flag, and rejects bad values with a ConfigError
   naming the setting; an example with flags of its own still runs;
   ``execute_from_args(["-w", "2"], ...)`` runs 2 workers;
+- workers run with Python's cyclic collector at ``Config.gc_threshold`` (forked
+  processes and threads alike; 0 leaves it alone) and the caller gets its own setting
+  back, also after a failure;
 - ``check_progress`` mode accepts correct dataflows.
 """
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -26,6 +30,7 @@ from bounded import bounded, execute_bounded  # noqa: E402
 
 import timely
 from timely import CapabilityError, Config, ConfigError, Exchange, Pipeline
+from timely.collector import GC_THRESHOLD
 
 WORKERS = (1, 3)
 
@@ -38,7 +43,7 @@ WORKERS = (1, 3)
 def clean_env(monkeypatch):
     for name in ("TIMELY_WORKERS", "TIMELY_PROCESSES", "TIMELY_PROCESS", "TIMELY_HOSTFILE",
                  "TIMELY_CONFIG", "TIMELY_PROGRESS_MODE", "TIMELY_KAFKA_BOOTSTRAP",
-                 "TIMELY_CHECK_PROGRESS", "TIMELY_TIMEOUT"):
+                 "TIMELY_CHECK_PROGRESS", "TIMELY_TIMEOUT", "TIMELY_GC_THRESHOLD"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -271,6 +276,7 @@ def test_from_args_parses_timely_flags(clean_env):
     (["-n", "2", "-p", "2"], "process"),
     (["-n", "2", "-p", "-1"], "process"),
     (["-p", "y"], "-p"),
+    (["--gc-threshold", "-1"], "gc_threshold"),
 ])
 def test_from_args_rejects_bad_values_naming_the_setting(clean_env, argv, setting):
     with pytest.raises(ConfigError) as info:
@@ -319,6 +325,25 @@ def test_execute_from_args_runs_that_many_workers(clean_env):
     assert results == [(0, 2), (1, 2)]
     results = bounded(lambda: timely.execute(["-w", "3"], lambda w: w.peers))
     assert results == [3, 3, 3]
+
+
+def test_workers_run_with_the_collector_tuned_and_the_caller_gets_its_setting_back(clean_env):
+    before = gc.get_threshold()
+    tuned = (GC_THRESHOLD, *before[1:])
+    # -w 2 alone: forked processes, which inherit the setting
+    assert bounded(lambda: timely.execute(["-w", "2"], lambda w: gc.get_threshold())) == [tuned] * 2
+    assert gc.get_threshold() == before
+    threads = Config(workers=2, worker_mode="threads", gc_threshold=5_000)
+    assert bounded(lambda: timely.execute(threads, lambda w: gc.get_threshold())) == [(5_000, *before[1:])] * 2
+    assert bounded(lambda: timely.execute(Config(gc_threshold=0), lambda w: gc.get_threshold())) == [before]
+    assert Config.from_args(["--gc-threshold", "0"], env={}).gc_threshold == 0
+    assert Config.from_args([], env={"TIMELY_GC_THRESHOLD": "1000"}).gc_threshold == 1000
+
+    def fails(worker):
+        raise ValueError("built wrong")
+    with pytest.raises(ValueError, match="built wrong"):
+        bounded(lambda: timely.execute(Config(workers=2, worker_mode="threads"), fails))
+    assert gc.get_threshold() == before
 
 
 @pytest.mark.parametrize("workers", WORKERS)

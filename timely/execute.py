@@ -23,13 +23,20 @@ from .communication.cluster.start import serve_metrics
 from .communication.kafka import KafkaProgress, progress_prefix
 from .communication.thread import ProcessHub
 from .checkpoint.registry import Registry
+from .collector import young_threshold
 from .config import Config
 from .worker import Worker, WorkerAborted
 
 
 def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
-    """Run ``build`` on every worker (see the module docstring)."""
+    """Run ``build`` on every worker (see the module docstring), with Python's cyclic
+    collector tuned for dataflows meanwhile (``Config.gc_threshold``, ``timely.collector``)."""
     config = Config.coerce(config)
+    with young_threshold(config.gc_threshold):
+        return _execute(config, build)
+
+
+def _execute(config: Config, build: Callable[[Worker], Any]) -> list[Any]:
     if config.cluster:
         return execute_cluster(config, build)
     if workers_as_processes(config):
