@@ -12,7 +12,7 @@ Protects:
   naming it and the closest timely flag, and rejects bad values with a ConfigError
   naming the setting; an example with flags of its own still runs;
   ``execute_from_args(["-w", "2"], ...)`` runs 2 workers;
-- workers run with Python's cyclic collector at ``Config.gc_threshold`` (forked
+- workers run with Python's full collections at ``Config.gc_full_after`` (forked
   processes and threads alike; 0 leaves it alone) and the caller gets its own setting
   back, also after a failure;
 - ``check_progress`` mode accepts correct dataflows.
@@ -30,7 +30,7 @@ from bounded import bounded, execute_bounded  # noqa: E402
 
 import timely
 from timely import CapabilityError, Config, ConfigError, Exchange, Pipeline
-from timely.collector import GC_THRESHOLD
+from timely.collector import GC_FULL_AFTER
 
 WORKERS = (1, 3)
 
@@ -43,7 +43,7 @@ WORKERS = (1, 3)
 def clean_env(monkeypatch):
     for name in ("TIMELY_WORKERS", "TIMELY_PROCESSES", "TIMELY_PROCESS", "TIMELY_HOSTFILE",
                  "TIMELY_CONFIG", "TIMELY_PROGRESS_MODE", "TIMELY_KAFKA_BOOTSTRAP",
-                 "TIMELY_CHECK_PROGRESS", "TIMELY_TIMEOUT", "TIMELY_GC_THRESHOLD"):
+                 "TIMELY_CHECK_PROGRESS", "TIMELY_TIMEOUT", "TIMELY_GC_FULL_AFTER"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -276,7 +276,7 @@ def test_from_args_parses_timely_flags(clean_env):
     (["-n", "2", "-p", "2"], "process"),
     (["-n", "2", "-p", "-1"], "process"),
     (["-p", "y"], "-p"),
-    (["--gc-threshold", "-1"], "gc_threshold"),
+    (["--gc-full-after", "-1"], "gc_full_after"),
 ])
 def test_from_args_rejects_bad_values_naming_the_setting(clean_env, argv, setting):
     with pytest.raises(ConfigError) as info:
@@ -327,17 +327,17 @@ def test_execute_from_args_runs_that_many_workers(clean_env):
     assert results == [3, 3, 3]
 
 
-def test_workers_run_with_the_collector_tuned_and_the_caller_gets_its_setting_back(clean_env):
+def test_workers_run_with_full_collections_rare_and_the_caller_gets_its_setting_back(clean_env):
     before = gc.get_threshold()
-    tuned = (GC_THRESHOLD, *before[1:])
+    tuned = (*before[:2], GC_FULL_AFTER)
     # -w 2 alone: forked processes, which inherit the setting
     assert bounded(lambda: timely.execute(["-w", "2"], lambda w: gc.get_threshold())) == [tuned] * 2
     assert gc.get_threshold() == before
-    threads = Config(workers=2, worker_mode="threads", gc_threshold=5_000)
-    assert bounded(lambda: timely.execute(threads, lambda w: gc.get_threshold())) == [(5_000, *before[1:])] * 2
-    assert bounded(lambda: timely.execute(Config(gc_threshold=0), lambda w: gc.get_threshold())) == [before]
-    assert Config.from_args(["--gc-threshold", "0"], env={}).gc_threshold == 0
-    assert Config.from_args([], env={"TIMELY_GC_THRESHOLD": "1000"}).gc_threshold == 1000
+    threads = Config(workers=2, worker_mode="threads", gc_full_after=50)
+    assert bounded(lambda: timely.execute(threads, lambda w: gc.get_threshold())) == [(*before[:2], 50)] * 2
+    assert bounded(lambda: timely.execute(Config(gc_full_after=0), lambda w: gc.get_threshold())) == [before]
+    assert Config.from_args(["--gc-full-after", "0"], env={}).gc_full_after == 0
+    assert Config.from_args([], env={"TIMELY_GC_FULL_AFTER": "200"}).gc_full_after == 200
 
     def fails(worker):
         raise ValueError("built wrong")

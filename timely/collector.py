@@ -1,30 +1,36 @@
-"""Python's cyclic garbage collector while workers run: collections that follow the data.
+"""Python's cyclic garbage collector while workers run: full collections made rare.
 
-CPython collects its youngest generation every 700 net allocations of container objects
-(lists, tuples, dicts, ...), a figure made for small interactive programs. A worker
-allocates batches of records that live for a step or two and then die by reference
-count: at 700, collections come several times per batch, each walks every batch still
-in flight, and what survives two of them is promoted and walked again by the older
-generations' collections, up to full collections that walk all of a worker's keyed
-state. Measured on ``benchmarks/recovery.py``'s job (2 processes, 1M keys, 3M events,
-unthrottled): 17-25 full collections per worker took 3.2-3.9 s of an 11 s run; with
-the first threshold at 20,000 one took 0.2 s, and the job ran at 329-405k events/s
-instead of 256-295k (three runs each, alternating).
+CPython collects in three generations. Young collections (every 700 net allocations of
+containers, and every 10th of those for the middle generation) walk only recent
+objects, which are still in the CPU's caches; a full collection walks every object the
+process holds, and a worker with keyed state holds millions of them. CPython considers
+a full collection after every 10 middle-generation collections (70,000 allocations),
+and makes one whenever the objects promoted since the last exceed a quarter of those
+that survived it: while a worker's state grows (a load, a restore, a bin arriving)
+that is again and again, each walk longer than the one before.
 
-``young_threshold(n)`` sets the first threshold to ``n`` for as long as it is entered
-(``execute`` enters it with ``Config.gc_threshold``, default ``GC_THRESHOLD``; ``0``
-leaves the interpreter's settings alone), keeping the older generations' ratios, and
-restores what it found on exit. Garbage in reference cycles still goes, a little
-later. The setting is the process's: workers that are threads of one process share
-it, and forked workers inherit it.
+``full_collections_after(n)`` sets the third threshold to ``n`` for as long as it is
+entered (``execute`` enters it with ``Config.gc_full_after``, default ``GC_FULL_AFTER``;
+``0`` leaves the interpreter's settings alone) and restores what it found on exit. The
+young generations keep Python's thresholds, so short-lived cycles go as soon as
+before; only garbage cycles that outlived two young collections wait longer (at most
+``n`` middle-generation collections). The setting is the process's: workers that are
+threads of one process share it, and forked workers inherit it.
+
+Measured on ``benchmarks/recovery.py``'s job (2 processes, 1M keys, 3M events,
+unthrottled, checkpoints off; two alternating runs each): at Python's 10, full
+collections took 6.0 s of the two workers' time per run and the job ran at 344-349k
+events/s; at 1,000, 0.16-0.33 s and 375-473k. A larger first threshold (20,000) also
+made full collections rare, but each young collection then walked objects no longer in
+the caches: the pipeline's dataflow spent more in young collections than it saved.
 
 Costs: two ``gc`` calls on entry and exit.
 
 >>> import gc
 >>> before = gc.get_threshold()
->>> with young_threshold(20_000):
-...     gc.get_threshold()[0]
-20000
+>>> with full_collections_after(1000):
+...     gc.get_threshold()[2]
+1000
 >>> gc.get_threshold() == before
 True
 """
@@ -34,20 +40,20 @@ import gc
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["GC_THRESHOLD", "young_threshold"]
+__all__ = ["GC_FULL_AFTER", "full_collections_after"]
 
-#: allocations between collections of the youngest generation while workers run
-GC_THRESHOLD = 20_000
+#: middle-generation collections before a full collection is considered, while workers run
+GC_FULL_AFTER = 1000
 
 
 @contextmanager
-def young_threshold(threshold: int) -> Iterator[None]:
-    """The collector's first threshold at ``threshold`` inside (``0``: unchanged)."""
-    if not threshold:
+def full_collections_after(collections: int) -> Iterator[None]:
+    """The collector's third threshold at ``collections`` inside (``0``: unchanged)."""
+    if not collections:
         yield
         return
     before = gc.get_threshold()
-    gc.set_threshold(threshold, *before[1:])
+    gc.set_threshold(before[0], before[1], collections)
     try:
         yield
     finally:

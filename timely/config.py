@@ -78,9 +78,9 @@ class Config:
     # process p serves Prometheus metrics and the status page on port metrics_port + p
     # (timely.metrics); 0: off
     metrics_port: int = 0
-    # allocations between young-generation collections of Python's cyclic GC while the
-    # workers run (timely.collector; Python's own: 700); 0 leaves the interpreter's setting
-    gc_threshold: int = 20_000
+    # while the workers run, a full collection of Python's cyclic GC is considered after
+    # this many middle-generation ones (timely.collector; Python's own: 10); 0: unchanged
+    gc_full_after: int = 1000
     extra: list[str] = dataclasses.field(default_factory=list)  # arguments not ours
 
     def validate(self) -> "Config":
@@ -124,9 +124,9 @@ class Config:
         if type(self.metrics_port) is not int or not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics_port must be a TCP port (1-65535), or 0 for no metrics, "
                               f"got {self.metrics_port!r}")
-        if type(self.gc_threshold) is not int or self.gc_threshold < 0:
-            raise ConfigError(f"gc_threshold must be a whole number of allocations (0: Python's own "
-                              f"setting), got {self.gc_threshold!r}")
+        if type(self.gc_full_after) is not int or self.gc_full_after < 0:
+            raise ConfigError(f"gc_full_after must be a whole number of collections (0: Python's own "
+                              f"setting), got {self.gc_full_after!r}")
         if self.join is not None:
             if self.nn is None:
                 raise ConfigError("joining (--join B) needs --nn, the number of processes once joined")
@@ -213,7 +213,7 @@ class Config:
         parser.add_argument("--checkpoint-interval", dest="checkpoint_interval", type=int)
         parser.add_argument("--checkpoint-name", dest="checkpoint_name")
         parser.add_argument("--metrics-port", dest="metrics_port", type=int)
-        parser.add_argument("--gc-threshold", dest="gc_threshold", type=int)
+        parser.add_argument("--gc-full-after", dest="gc_full_after", type=int)
         try:
             args, extra = parser.parse_known_args(list(argv))
         except SystemExit:
@@ -236,7 +236,7 @@ class Config:
                                 ("worker_mode", "TIMELY_WORKER_MODE", str),
                                 ("checkpoint_interval", "TIMELY_CHECKPOINT_INTERVAL", int),
                                 ("metrics_port", "TIMELY_METRICS_PORT", int),
-                                ("gc_threshold", "TIMELY_GC_THRESHOLD", int),
+                                ("gc_full_after", "TIMELY_GC_FULL_AFTER", int),
                                 ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):
             if name in env:
                 try:

@@ -23,16 +23,16 @@ from .communication.cluster.start import serve_metrics
 from .communication.kafka import KafkaProgress, progress_prefix
 from .communication.thread import ProcessHub
 from .checkpoint.registry import Registry
-from .collector import young_threshold
+from .collector import full_collections_after
 from .config import Config
 from .worker import Worker, WorkerAborted
 
 
 def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
-    """Run ``build`` on every worker (see the module docstring), with Python's cyclic
-    collector tuned for dataflows meanwhile (``Config.gc_threshold``, ``timely.collector``)."""
+    """Run ``build`` on every worker (see the module docstring), with Python's full
+    collections made rare meanwhile (``Config.gc_full_after``, ``timely.collector``)."""
     config = Config.coerce(config)
-    with young_threshold(config.gc_threshold):
+    with full_collections_after(config.gc_full_after):
         return _execute(config, build)
 
 
