@@ -1,4 +1,5 @@
-"""Python's cyclic garbage collector while workers run: full collections made rare.
+"""Python's cyclic garbage collector while workers run: full collections made rare, and
+none at all while a checkpoint is read.
 
 CPython collects in three generations. Young collections (every 700 net allocations of
 containers, and every 10th of those for the middle generation) walk only recent
@@ -24,7 +25,11 @@ events/s; at 1,000, 0.16-0.33 s and 375-473k. A larger first threshold (20,000) 
 made full collections rare, but each young collection then walked objects no longer in
 the caches: the pipeline's dataflow spent more in young collections than it saved.
 
-Costs: two ``gc`` calls on entry and exit.
+``paused_gc()`` turns the collector off for as long as it is entered: reading a
+checkpoint builds millions of objects that all stay alive, and every collection midway
+would walk them all (``timely.checkpoint`` restores and reads inside it).
+
+Costs: two ``gc`` calls on entry and exit, for either.
 
 >>> import gc
 >>> before = gc.get_threshold()
@@ -40,7 +45,7 @@ import gc
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["GC_FULL_AFTER", "full_collections_after"]
+__all__ = ["GC_FULL_AFTER", "full_collections_after", "paused_gc"]
 
 #: middle-generation collections before a full collection is considered, while workers run
 GC_FULL_AFTER = 1000
@@ -58,3 +63,15 @@ def full_collections_after(collections: int) -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Python's cyclic collector off inside (as it was on exit: on if it was on)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

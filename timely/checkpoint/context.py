@@ -22,10 +22,10 @@ import re
 import time
 from typing import Any, Callable, Optional
 
+from ..collector import paused_gc
 from .binlog import BinLog
 from .commit import checkpoint_commit, commit_record
 from .records import CheckpointError, CheckpointMissing, RestorePoint, fold_bin
-from .registry import paused_gc
 
 log = logging.getLogger("timely.checkpoint")
 

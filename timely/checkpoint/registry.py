@@ -12,28 +12,14 @@ Costs: opening a store once per namespace; the start-up read once per process
 """
 from __future__ import annotations
 
-import gc
 import threading
 import uuid
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
+from ..collector import paused_gc
 from .compaction import Compactor
 from .records import CheckpointError, Entry, Incarnation, RestorePoint, restore_point
 from .store import DirStore, Store
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Python's cyclic collector off for a while: reading a checkpoint builds millions of
-    objects that all stay alive, and every collection midway would walk them all."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class Decision:
