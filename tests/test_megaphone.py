@@ -657,6 +657,37 @@ def test_rebalancer_moves_nothing_when_nobody_joins(migration):
     assert all(r[4] == [] and r[5] == [] for r in results)
 
 
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_state_machine_applies_records_of_the_open_epoch_as_they_arrive(workers):
+    """The rebalancer issues commands one epoch after the data's frontier, so records at
+    the open epoch do not hold the control stream there: F routes them and S applies
+    them while the epoch is still open on every worker, not one progress round across
+    the cluster later. The epoch is never closed while we wait (a wait that cannot end
+    fails by the bound)."""
+    def count(key, value, state):
+        total = (state or 0) + value
+        return total, [(key, total)]
+
+    seen: list = []                     # every worker's S outputs (worker threads)
+
+    def build(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            stream.state_machine(count, bins=16).inspect(seen.append)
+            return source
+        source = worker.dataflow(dataflow)
+        source.send_batch([(f"k{worker.index}-{i}", 1) for i in range(5)])    # epoch 0 stays open
+        while len(seen) < 5 * worker.peers:
+            worker.step_or_park(0.01)
+        applied = sorted(seen)
+        source.close()
+        worker.run()
+        return applied
+
+    results = execute_bounded(Config(workers=workers, worker_mode="threads"), build, timeout=20)
+    assert results[0] == sorted((f"k{w}-{i}", 1) for w in range(workers) for i in range(5))
+
 # ---- 8. configuration -------------------------------------------------------------------------
 def test_rebalance_and_migration_settings():
     c = Config.from_args([], env={})

@@ -29,11 +29,12 @@ import logging
 from typing import Any, Sequence
 
 from ..dataflow.stream import Stream
-from ..progress.timestamp import identity_summary
 from .control import Bootstrap, Map, Move
 
 log = logging.getLogger("timely.megaphone")
 STRATEGIES = ("all-at-once", "fluid", "batched")
+#: the path summary from the data to the commands: one epoch later
+NEXT_EPOCH = 1
 
 
 def plan_moves(table: Sequence[int], workers: Any) -> list[tuple[int, int]]:
@@ -118,9 +119,13 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
     config = worker.config
     strategy = getattr(config, "migration", "batched")
     enabled = getattr(config, "rebalance", "auto") != "off"
-    ident = identity_summary(scope.minimum)
     builder = scope.operator(f"{name} Rebalancer")
-    data_ins = [builder.new_input(s, connection=[[ident]]) for s in streams]
+    # Commands are issued at least one epoch after the data's frontier (see logic), and
+    # the connection says so: with an identity summary, records at t still in flight to
+    # any worker's rebalancer would hold the control stream at t, and F could not route
+    # t until every worker's progress for t had crossed the cluster (a round trip more
+    # per epoch). The scope's timestamps are ints (``_check_total_order``).
+    data_ins = [builder.new_input(s, connection=[[NEXT_EPOCH]]) for s in streams]
     feedback_in = builder.new_input(feedback, connection=[[]])
     out, commands = builder.new_output()
     activate = worker.activations.activate
