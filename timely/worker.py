@@ -414,7 +414,14 @@ class Worker:
 
     # ---- stepping -----------------------------------------------------------------------
     def step(self) -> bool:
-        """Do one round of work; True while some dataflow is incomplete."""
+        """Do one round of work; True while some dataflow is incomplete. What it sent
+        to other processes is written before it returns (``flush_sends``)."""
+        try:
+            return self._step()
+        finally:
+            self.allocator.flush_sends()
+
+    def _step(self) -> bool:
         self.steps += 1
         if self._rescales is not None:
             for message in self._rescales():

@@ -44,5 +44,11 @@ class Allocator(Protocol):
         ...
 
     def await_events(self, timeout: float | None) -> None:
-        """Block until a message arrives for this worker, or ``timeout`` passes."""
+        """Block until a message arrives for this worker, or ``timeout`` passes (after
+        ``flush_sends``)."""
+        ...
+
+    def flush_sends(self) -> None:
+        """Send what this worker's pushes left queued (the worker calls it at the end of
+        every step: a push to another process may wait until then)."""
         ...

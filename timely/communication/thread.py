@@ -172,7 +172,12 @@ class ThreadAllocator:
     def has_events(self) -> bool:
         return bool(self._events)
 
+    def flush_sends(self) -> None:
+        """Write what waits to be sent to other processes: nothing, within one process
+        (see ``ClusterAllocator``)."""
+
     def await_events(self, timeout: float | None) -> None:
+        self.flush_sends()
         if self._events:
             return
         wake = self._wake

@@ -2,7 +2,9 @@
 
 One TCP connection per pair of processes, each with a send thread and a receive thread
 (as in timely), authenticated by a mutual HMAC challenge on the cluster secret. A
-message to a remote worker is one frame on the connection to its process; a progress
+message to a remote worker is one frame on the connection to its process, written by
+the worker itself when its step ends (the send thread writes control frames and
+heartbeats); a progress
 batch crosses each process boundary once, whatever the number of remote workers. A
 peer that dies, goes silent past ``Config.timeout`` or breaks the protocol stops every
 worker of this process with a ``ClusterError`` naming it (fail-stop).

@@ -37,7 +37,8 @@ class _RemotePusher:
         self._conn, self._channel, self._source, self._target = conn, channel, source, target
 
     def push(self, message: Any) -> None:
-        self._conn.send_frame(self._channel, self._source, self._target, self._target, 0, message)
+        # written by the worker at the end of its step (ClusterAllocator.flush_sends)
+        self._conn.defer(encode_frame(self._channel, self._source, self._target, self._target, 0, message))
 
 
 class _ProcessPusher:
@@ -53,7 +54,7 @@ class _ProcessPusher:
         conn = self._conn
         conn.progress_frames += 1
         conn.progress_bytes += len(frame)
-        conn.send(frame)
+        conn.defer(frame)
 
 
 class _DeadPusher:
@@ -76,6 +77,13 @@ class ClusterAllocator(ThreadAllocator):
         self._per_process: dict[int, list] = {}    # channel -> pushers per process/local worker
         self._processes = list(range(hub.processes))
         self._gone: set[int] = set()           # processes whose places hold dead pushers
+
+    def flush_sends(self) -> None:
+        """Write what this process's workers queued for other processes (the end of a
+        step, and before parking): one ``sendall`` per connection with frames queued."""
+        for conn in list(self.hub.connections.values()):
+            if conn.has_queued:
+                conn.write_queued()
 
     def _remote(self, process: int) -> Optional[Connection]:
         return self.hub.connections.get(process)
