@@ -688,6 +688,37 @@ def test_state_machine_applies_records_of_the_open_epoch_as_they_arrive(workers)
     results = execute_bounded(Config(workers=workers, worker_mode="threads"), build, timeout=20)
     assert results[0] == sorted((f"k{w}-{i}", 1) for w in range(workers) for i in range(5))
 
+
+def test_state_machine_loops_back_its_frontier_not_its_records():
+    """F and the rebalancer read only S's frontier: S's records must not travel the
+    feedback edge (each batch would be a message on it, a progress update to every
+    worker and one more step per epoch before it is drained)."""
+    def count(key, value, state):
+        total = (state or 0) + value
+        return total, [(key, total)]
+
+    def build(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            stream.state_machine(count, bins=16).probe()
+            return source
+        source = worker.dataflow(dataflow)
+        subgraph = worker.dataflow_subgraph(worker.dataflows()[-1])
+        for epoch in range(3):
+            source.send_batch([(f"k{i}", 1) for i in range(10)])
+            source.advance_to(epoch + 1)
+        source.close()
+        worker.run()
+        cores = {child.operator.name: child.operator for child in subgraph.children[1:]
+                 if child.operator is not None}
+        return ({name: (sum(p.count for p in core._in), sum(p.count for p in core._out))
+                 for name, core in cores.items()})
+
+    counts = execute_bounded(1, build)[0]
+    assert counts["StateMachine"][1] == 30          # S emitted every record's count
+    assert counts["Feedback"] == (0, 0), counts
+
+
 # ---- 8. configuration -------------------------------------------------------------------------
 def test_rebalance_and_migration_settings():
     c = Config.from_args([], env={})

@@ -38,7 +38,7 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable, Optional
 
 from .._twin import compiled
-from ..dataflow.channels import Direct
+from ..dataflow.channels import Direct, Pipeline
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
 from .bins import DEFAULT_BINS, RoutingTable, bin_shift
@@ -332,8 +332,30 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     worker.stateful_states.append(states)
     worker.checkpoint_context.add_state(f"{name}@{'.'.join(map(str, path))}", states, bins, acks,
                                         tracked, scope.minimum)
-    result.connect_loop(handle)     # F only reads its frontier (and drains what it gets)
+    _frontier_of(result, name).connect_loop(handle)
     return result
+
+
+def _frontier_of(stream: Stream, name: str) -> Stream:
+    """``stream``'s frontier without its records: what S feeds back to F and the
+    rebalancer, which read only the frontier. S's records looped back would each be a
+    message on the feedback edge, a progress update to every worker and one more step
+    per epoch before it is consumed; this operator comes after S, so it drains them in
+    the step S emits them and their +1 and -1 cancel before anything is sent."""
+    builder = stream.scope.operator(f"{name} Frontier")
+    port = builder.new_input(stream, Pipeline())
+    _out, frontier = builder.new_output()
+
+    def constructor(caps):
+        for cap in caps:
+            cap.drop()
+
+        def logic():
+            for _ in port.batches():
+                pass
+        return logic
+    builder.build(constructor)
+    return frontier
 
 
 _key_of = itemgetter(0)
