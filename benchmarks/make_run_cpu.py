@@ -52,7 +52,12 @@ def main() -> None:
         samples.append((time.time(), sampler.totals()))
     output = "\n".join(line for _, line in lines)
     if proc.returncode != 0:
-        raise SystemExit(f"make run's pipeline failed ({proc.returncode}):\n{output[-3000:]}")
+        # every process's lines: the one that failed first is rarely in the last screen
+        saved = os.path.splitext(args.json)[0] + "_failure.log"
+        with open(saved, "w") as f:
+            f.write(output + "\n")
+        raise SystemExit(f"make run's pipeline failed ({proc.returncode}); its whole output is in "
+                         f"{saved}; the end of it:\n{output[-3000:]}")
 
     def at(t: float) -> dict:
         return next((s for ts, s in reversed(samples) if ts <= t), samples[0][1])
