@@ -44,6 +44,7 @@ from timely.megaphone.bins import RoutingTable, bin_of, bin_shift, stable_hash64
 from timely.megaphone.control import ControlError, Map, Move, compile_configuration
 from timely.megaphone.rebalance import migration_steps, plan_moves
 from timely.megaphone.state import StatefulError
+from timely.metrics.instruments import operator_numbers
 
 TIMEOUT = 60
 
@@ -59,6 +60,12 @@ def count_fold(key, value, state):
         return None, [(key, 0, None)]
     total = (state or 0) + value
     return total, [(key, value, total)]
+
+
+def running_total(key, value, state):
+    """Running sum per key; outputs ``(key, new state)``."""
+    total = (state or 0) + value
+    return total, [(key, total)]
 
 
 def final_table(schedule, bins, workers):
@@ -657,7 +664,6 @@ def test_rebalancer_moves_nothing_when_nobody_joins(migration):
     assert all(r[4] == [] and r[5] == [] for r in results)
 
 
-
 @pytest.mark.parametrize("workers", [1, 2])
 def test_state_machine_applies_records_of_the_open_epoch_as_they_arrive(workers):
     """The rebalancer issues commands one epoch after the data's frontier, so records at
@@ -665,16 +671,12 @@ def test_state_machine_applies_records_of_the_open_epoch_as_they_arrive(workers)
     them while the epoch is still open on every worker, not one progress round across
     the cluster later. The epoch is never closed while we wait (a wait that cannot end
     fails by the bound)."""
-    def count(key, value, state):
-        total = (state or 0) + value
-        return total, [(key, total)]
-
     seen: list = []                     # every worker's S outputs (worker threads)
 
     def build(worker):
         def dataflow(scope):
             source, stream = scope.new_input()
-            stream.state_machine(count, bins=16).inspect(seen.append)
+            stream.state_machine(running_total, bins=16).inspect(seen.append)
             return source
         source = worker.dataflow(dataflow)
         source.send_batch([(f"k{worker.index}-{i}", 1) for i in range(5)])    # epoch 0 stays open
@@ -693,14 +695,10 @@ def test_state_machine_loops_back_its_frontier_not_its_records():
     """F and the rebalancer read only S's frontier: S's records must not travel the
     feedback edge (each batch would be a message on it, a progress update to every
     worker and one more step per epoch before it is drained)."""
-    def count(key, value, state):
-        total = (state or 0) + value
-        return total, [(key, total)]
-
     def build(worker):
         def dataflow(scope):
             source, stream = scope.new_input()
-            stream.state_machine(count, bins=16).probe()
+            stream.state_machine(running_total, bins=16).probe()
             return source
         source = worker.dataflow(dataflow)
         subgraph = worker.dataflow_subgraph(worker.dataflows()[-1])
@@ -711,8 +709,8 @@ def test_state_machine_loops_back_its_frontier_not_its_records():
         worker.run()
         cores = {child.operator.name: child.operator for child in subgraph.children[1:]
                  if child.operator is not None}
-        return ({name: (sum(p.count for p in core._in), sum(p.count for p in core._out))
-                 for name, core in cores.items()})
+        numbers = {name: operator_numbers(core) for name, core in cores.items()}
+        return {name: (n["records_in"], n["records_out"]) for name, n in numbers.items()}
 
     counts = execute_bounded(1, build)[0]
     assert counts["StateMachine"][1] == 30          # S emitted every record's count

@@ -188,12 +188,18 @@ class Connection:
     def goodbye(self) -> None:
         """Flush what is queued, say goodbye, and stop sending (also in answer to the
         goodbye of a peer that leaves: it waits for ours)."""
-        with self._pending_lock:
-            if not self._closing:
-                self._pending.append(encode_frame(CONTROL, -1, 0, 0, 0, ("bye",)))
-                self.frames_queued += 1
-                self._closing = True
+        self._queue_own(encode_frame(CONTROL, -1, 0, 0, 0, ("bye",)), last=True)
         self._wake.set()
+
+    def _queue_own(self, frame: bytes, last: bool = False) -> None:
+        """Queue a frame of the connection's own (a heartbeat, the goodbye: ``last``),
+        also to a peer that said goodbye, which waits for ours."""
+        with self._pending_lock:
+            if self._closing:
+                return
+            self._pending.append(frame)
+            self.frames_queued += 1
+            self._closing = last
 
     def _send_loop(self) -> None:
         heartbeat_every = max(0.05, self.hub.timeout / 4)
@@ -202,15 +208,8 @@ class Connection:
         while True:
             wake.wait(heartbeat_every)
             wake.clear()
-            if self._broken is None and not self._pending and \
-                    time.monotonic() - self._last_write >= heartbeat_every:
-                with self._write_lock:
-                    if not self._pending and self._broken is None:
-                        try:
-                            self.sock.sendall(heartbeat)
-                            self._last_write = time.monotonic()
-                        except OSError as e:
-                            self._broken = e
+            if not self._pending and time.monotonic() - self._last_write >= heartbeat_every:
+                self._queue_own(heartbeat)
             self.write_queued()
             if self._broken is not None:
                 if not self._closed.is_set() and not self.peer_gone:
