@@ -99,18 +99,19 @@ def _load_module_twin(name: str, key: str, module: str, pure: dict) -> SimpleNam
 def _load_bins_twin(name: str) -> SimpleNamespace:
     """Megaphone's hot path of twin ``name``: ``stable_hash64`` (``timely.hashing``),
     ``group_by_bin`` and ``group_by_target`` (``timely.megaphone.bins``: F), ``apply_fold``
-    and ``fold_bins`` (``timely.megaphone.state``: S)."""
+    ``fold_bins`` and ``split_held`` (``timely.megaphone.state``: S)."""
     from timely import hashing
     from timely.megaphone import bins
     hash_twin = _load_module_twin(name, "bins", "timely._chash", {"stable_hash64": hashing.py_stable_hash64})
     from timely.megaphone import state
     bins_twin = _load_module_twin(name, "bins", "timely.megaphone._cbins",
                                   {"group_by_bin": bins.py_group_by_bin, "group_by_target": bins.py_group_by_target,
-                                   "apply_fold": state.py_apply_fold, "fold_bins": state.py_fold_bins})
+                                   "apply_fold": state.py_apply_fold, "fold_bins": state.py_fold_bins,
+                                   "split_held": state.py_split_held})
     return SimpleNamespace(name=name, missing={**hash_twin.missing, **bins_twin.missing},
                            stable_hash64=hash_twin.stable_hash64, group_by_bin=bins_twin.group_by_bin,
                            group_by_target=bins_twin.group_by_target, apply_fold=bins_twin.apply_fold,
-                           fold_bins=bins_twin.fold_bins)
+                           fold_bins=bins_twin.fold_bins, split_held=bins_twin.split_held)
 
 
 def _load_exchange_twin(name: str) -> SimpleNamespace:

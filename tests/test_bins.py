@@ -20,6 +20,7 @@ import enum
 import math
 import struct
 import sys
+from operator import itemgetter
 
 import pytest
 from hypothesis import given
@@ -28,7 +29,7 @@ from hypothesis import strategies as st
 from timely import hashing
 from timely.megaphone import bins
 from timely.megaphone.bins import (MASK, RoutingTable, bin_of, bin_shift, py_group_by_bin,
-                                   py_group_by_target, py_stable_hash64)
+                                   pack_runs, py_group_by_target, py_stable_hash64, runs_of)
 from timely._twin import pure_python_forced
 from twin_calls import outcome
 
@@ -465,17 +466,55 @@ def test_workers_must_be_non_negative_ints(table):
 
 
 # ---- group_by_target (F) ---------------------------------------------------------------
-@given(st.one_of(record_lists, skewed), st.sampled_from([1, 8, 16]), st.integers(1, 4))
+def expected_messages(records, key, k: int, table) -> list:
+    """F's messages by the definition: per worker (in order of first appearance), its
+    bins' ``(bin, count)`` runs in order of first appearance and their records, bin
+    after bin, each bin's in input order."""
+    per_target: dict = {}
+    for b, rs in py_group_by_bin(records, key, k).items():
+        runs, recs = per_target.setdefault(table[b], ([], []))
+        runs.append((b, len(rs)))
+        recs.extend(rs)
+    return [(w, runs, recs) for w, (runs, recs) in per_target.items()]
+
+
+def readable(messages: list) -> list:
+    return [(w, runs_of(runs), list(recs)) for w, runs, recs in messages]
+
+
+@given(st.one_of(record_lists, skewed, st.lists(st.tuples(keys, st.integers()), min_size=100, max_size=300)),
+       st.sampled_from([0, 1, 4, 8, 16, 17]), st.integers(1, 4))
 def test_group_by_target_twins_agree_and_follow_the_table(compiled_bins, records, k, workers):
     """Each bin's records go, whole and in order, to the worker the table gives that
-    bin; workers and their bins in order of first appearance; both twins alike."""
+    bin, with a run saying which; workers and their bins in order of first appearance;
+    both twins give the same bytes and the same record objects (whether the compiled
+    twin indexes bins directly, k <= 4 here, or by its hash table, or falls back)."""
     table = tuple((b * 7 + 3) % workers for b in range(1 << k))
     got = compiled_bins.group_by_target(records, None, k, table)
     assert outcome(py_group_by_target, records, None, k, table) == ("ok", got)
-    expected: dict = {}
-    for b, rs in py_group_by_bin(records, None, k).items():
-        expected.setdefault(table[b], []).append((b, rs))
-    assert got == list(expected.items())
+    assert readable(got) == expected_messages(records, None, k, table)
+    for (_, _, recs), (_, _, want) in zip(got, expected_messages(records, None, k, table)):
+        assert type(recs) is list and all(x is y for x, y in zip(recs, want))
+
+
+def test_group_by_target_with_a_key_function_and_any_iterable(bins_twin):
+    """A key function routes by what it returns; a generator of records is read once."""
+    records = [(i, f"k{i % 37}") for i in range(500)]
+    key = itemgetter(1)
+    table = RoutingTable.round_robin(256, 3).table
+    got = bins_twin.group_by_target((r for r in records), key, 8, table)
+    assert readable(got) == expected_messages(records, key, 8, table)
+    assert sorted(r for _, _, recs in got for r in recs) == records
+
+
+def test_group_by_target_propagates_key_errors_like_the_pure_twin(bins_twin):
+    def key(record):
+        if record == 5:
+            raise LookupError("no key for 5")
+        return record
+    assert outcome(bins_twin.group_by_target, list(range(10)), key, 8, (0,) * 256) == (LookupError, "no key for 5")
+    assert outcome(bins_twin.group_by_target, [("a", 1), object()], None, 8, (0,) * 256) == \
+        outcome(py_group_by_target, [("a", 1), object()], None, 8, (0,) * 256)
 
 
 @pytest.mark.parametrize("table", [(0,), (0, 1), ()])
@@ -516,7 +555,9 @@ def run_fold(fn, make_state, records, bins_):
         b.state = make_state({"a": 5})
     touched: list = []
     states.log = SimpleNamespace(touch=lambda b, keys: touched.append((b, list(keys))))
-    entries = [(0, b, rs) for b, rs in py_group_by_bin(records, None, 2).items()]
+    # two messages (F's, to this worker), each with its runs of bins
+    entries = [(0, runs, recs) for _, runs, recs in py_group_by_target(records[::2], None, 2, (0,) * 4)]
+    entries += [(1, runs, tuple(recs)) for _, runs, recs in py_group_by_target(records[1::2], None, 2, (0,) * 4)]
     result = outcome(fn, fold_for_tests, states, entries, emitted.extend, "Op", 7)
     return result, {b: dict(bin.state) for b, bin in states.bins.items()}, emitted, touched
 
@@ -548,4 +589,70 @@ def test_fold_errors_chain_the_original_and_a_missing_bin_is_named(bins_twin):
     assert state == {"a": 2}                          # before the failure applied, after it not
     states = BinStates("Op", 4, [0])
     with pytest.raises(StatefulError, match=r"worker 4 received records of bin 1, which it does not hold"):
-        bins_twin.fold_bins(fold_for_tests, states, [(0, 1, [("a", 1)])], [].extend, "Op", 3)
+        bins_twin.fold_bins(fold_for_tests, states, [(0, pack_runs([1, 1]), [("a", 1)])], [].extend, "Op", 3)
+
+
+def explode(entries: list) -> list:
+    """``(input, bin, records)`` per run of F's messages ``(input, runs, records)``."""
+    out = []
+    for i, runs, recs in entries:
+        pos = 0
+        for b, c in runs_of(runs):
+            out.append((i, b, list(recs[pos:pos + c])))
+            pos += c
+    return out
+
+
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 3)), max_size=12), st.sets(st.integers(0, 9)),
+       st.integers(1, 3))
+def test_split_held_twins_agree_and_keep_each_bins_records_in_order(compiled_bins, runs, held, messages):
+    """``split_held`` puts each run, with its records in order, on the side of whether
+    its bin is held; entries keep their order; when every bin is held the entries
+    come back as they are (the same list)."""
+    from timely.megaphone.state import BinStates, py_split_held
+    entries, n = [], 0
+    for m in range(messages):
+        part = runs[m::messages]
+        recs = [("r", n + i) for i in range(sum(c for _, c in part))]
+        n += len(recs)
+        entries.append((m % 2, pack_runs([x for run in part for x in run]), recs))
+    states = BinStates("Op", 0, sorted(held))
+    got = compiled_bins.split_held(entries, states)
+    assert outcome(py_split_held, entries, states) == ("ok", got)
+    want: tuple = ([], [])
+    for run in explode(entries):
+        want[run[1] not in held].append(run)
+    assert (explode(got[0]), explode(got[1])) == want
+    if all(b in held for b, _ in runs):
+        assert got[0] is entries and got[1] == []
+
+
+@pytest.mark.parametrize("runs, records, problem", [
+    (b"\x01\x00\x00", [("a", 1)], "runs are 3 bytes, not a whole number"),
+    (pack_runs([0, 2]), [("a", 1)], "runs count 2 records, but it carries 1"),
+    (pack_runs([0, 1, 0, 1]), [("a", 1)] * 3, "runs count 2 records, but it carries 3"),
+])
+def test_malformed_runs_are_refused_by_name(bins_twin, runs, records, problem):
+    """A message whose runs are ragged or do not add up to its records is a FrameError
+    that says so, before any record is applied."""
+    from timely.communication.codec import FrameError
+    from timely.megaphone.state import BinStates
+    states = BinStates("Op", 0, [0])
+    with pytest.raises(FrameError, match=problem):
+        bins_twin.fold_bins(fold_for_tests, states, [(0, runs, records)], [].extend, "Op", 3)
+    assert states.bins[0].state == {}
+    with pytest.raises(FrameError, match=problem):
+        bins_twin.split_held([(0, runs, records)], states)
+
+
+def test_bin_states_slots_follow_put_and_take():
+    """``slots[b]`` is the bin held at ``b`` (None when not held): what the compiled S
+    looks runs up in."""
+    from timely.megaphone.state import Bin, BinStates
+    states = BinStates("Op", 0, [1, 3])
+    assert states.slots == [None, states.bins[1], None, states.bins[3]]
+    moved = states.take(3)
+    states.put(9, moved)
+    assert states.slots[3] is None and states.slots[9] is moved and len(states.slots) == 10
+    states.put(0, Bin())
+    assert [b for b, x in enumerate(states.slots) if x is not None] == sorted(states.bins) == [0, 1, 9]

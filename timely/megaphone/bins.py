@@ -16,9 +16,11 @@ True
 """
 from __future__ import annotations
 
+import struct
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from .._twin import compiled
+from ..communication.codec import FrameError
 from ..hashing import MASK, py_stable_hash64, stable_hash64  # noqa: F401 - bins' key hash, public here too
 
 DEFAULT_BINS = 256
@@ -68,22 +70,47 @@ def group_by_bin(records: Sequence[Any], key: Optional[Callable[[Any], Any]], k:
 
 def group_by_target(records: Sequence[Any], key: Optional[Callable[[Any], Any]], k: int,
                     table: Sequence[int]) -> list:
-    """F's routing of a batch: ``[(worker, [(bin, [records...]), ...]), ...]`` by
-    ``table`` (bin -> worker), workers and their bins in order of first appearance,
-    records in order within a bin (``group_by_bin``, then one table lookup per bin).
+    """F's routing of a batch: one message ``(worker, runs, records)`` per worker that
+    ``table`` (bin -> worker) gives some record to, in order of first appearance.
+
+    ``records`` holds that worker's records bin after bin, in order within a bin;
+    ``runs`` says which bin each stretch of them belongs to: ``(bin, count)`` pairs,
+    bins in order of first appearance, packed as little-endian uint32 (``pack_runs``).
+    A bin costs 8 bytes and no object of its own, on either side of the wire: at 4,096
+    bins a batch of 1,000 records touches most bins once, and a list and a tuple per
+    bin cost more than the records themselves.
 
     >>> group_by_target([("a", 1), ("a", 2)], None, 0, (3,))
-    [(3, [(0, [('a', 1), ('a', 2)])])]
+    [(3, b'\\x00\\x00\\x00\\x00\\x02\\x00\\x00\\x00', [('a', 1), ('a', 2)])]
+    >>> [(w, runs_of(runs), rs) for w, runs, rs in group_by_target([(1, "x"), (2, "y"), (1, "z")], None, 1, (5, 6))]
+    [(5, [(0, 2)], [(1, 'x'), (1, 'z')]), (6, [(1, 1)], [(2, 'y')])]
     """
     per_target: dict = {}
     for b, rs in py_group_by_bin(records, key, k).items():
         w = table[b]
         bucket = per_target.get(w)
         if bucket is None:
-            per_target[w] = [(b, rs)]
-        else:
-            bucket.append((b, rs))
-    return list(per_target.items())
+            bucket = per_target[w] = ([], [])
+        bucket[0].extend((b, len(rs)))
+        bucket[1].extend(rs)
+    return [(w, pack_runs(runs), rs) for w, (runs, rs) in per_target.items()]
+
+
+def pack_runs(flat: Sequence[int]) -> bytes:
+    """``[bin, count, bin, count, ...]`` as F's ``runs``: little-endian uint32s.
+
+    >>> runs_of(pack_runs([7, 2, 3, 1]))
+    [(7, 2), (3, 1)]
+    """
+    return struct.pack(f"<{len(flat)}I", *flat)
+
+
+def runs_of(runs: bytes) -> list[tuple[int, int]]:
+    """The ``(bin, count)`` pairs of F's ``runs``; malformed bytes raise ``FrameError``."""
+    if len(runs) % 8:
+        raise FrameError(f"a Megaphone message's runs are {len(runs)} bytes, not a whole "
+                         f"number of (bin, count) pairs of 8 bytes")
+    return list(struct.iter_unpack("<II", runs))
 
 
 class RoutingTable:

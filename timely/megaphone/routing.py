@@ -18,10 +18,11 @@ the rest *pending* (compiled, not yet installed). Per scheduling it:
 4. routes records at time t once the control frontier has passed t, by the latest
    configuration at or before t; earlier they wait, holding a capability at t.
 
-Records leave F as one message per target worker, ``(worker, [(bin, records), ...])``,
-so a batch costs one key hash per record (in C with the compiled twin) and O(1) per bin
-touched; installing a
-configuration costs O(bins) plus the size of the state shipped.
+Records leave F as one message per target worker, ``(worker, runs, records)``: the
+records bin after bin, and the ``(bin, count)`` runs that say which are whose, packed
+in bytes (``timely.megaphone.bins.group_by_target``). A batch costs one key hash per
+record and a few C operations per bin touched, with the compiled twin (no object per
+bin); installing a configuration costs O(bins) plus the size of the state shipped.
 """
 from __future__ import annotations
 

@@ -3,13 +3,15 @@
 
 Each worker holds the bins its routing table gives it (``BinStates``), shared with the
 F operators of the same worker, which take a bin out when they ship it. S receives
-records grouped by bin and the bins shipped to it; records at time t are applied once
+F's messages (records bin after bin, with the runs that name their bins) and the bins
+shipped to it; records at time t are applied once
 every input frontier has passed t (so any bin arriving at t is in place first), bin by
 bin, in time order. A bin carries its state (a dict, key -> value) and its pending
 notifications (records its logic scheduled for later times), which travel with it.
 
-Costs: receiving a batch O(bins touched); applying one record is one call of the
-user's function (``state_machine``: the loop around it, over bins and records, in C
+Costs: receiving a message from F O(1), and checking that its bins are here
+(``split_held``) O(bins in it), in C; applying one record is one call of the user's
+function (``state_machine``: the loop around it, over runs of bins and records, in C
 with the compiled twin of ``fold_bins`` / ``apply_fold``, ``timely.megaphone._cbins``);
 a notification O(1) to schedule.
 
@@ -41,7 +43,8 @@ from .._twin import compiled
 from ..dataflow.channels import Direct, Pipeline
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
-from .bins import DEFAULT_BINS, RoutingTable, bin_shift
+from ..communication.codec import FrameError
+from .bins import DEFAULT_BINS, RoutingTable, bin_shift, pack_runs, runs_of
 from .routing import build_router, first
 from ..checkpoint.binlog import DURABLE_POLL, END
 
@@ -83,6 +86,11 @@ class BinStates:
         self.name = name
         self.worker_index = worker_index
         self.bins: dict[int, Bin] = {b: Bin() for b in bins}
+        #: ``slots[b] is bins.get(b)`` (None past its end): S's per-run lookup by index,
+        #: without an int object or a hash per bin (kept by ``put`` and ``take``)
+        self.slots: list[Optional[Bin]] = []
+        for b, bin in self.bins.items():
+            self._slot(b, bin)
         self.routers: list = []          # the F operators feeding this state
         self.shipped: list[tuple[Any, int, int]] = []    # (time, bins, keys) sent away
         self.received: list[tuple[Any, int, int]] = []   # (time, bins, keys) taken in
@@ -103,16 +111,25 @@ class BinStates:
 
     def take(self, b: int) -> Bin:
         try:
-            return self.bins.pop(b)
+            bin = self.bins.pop(b)
         except KeyError:
             raise StatefulError(f"{self.name}: worker {self.worker_index} was told to ship bin "
                                 f"{b}, which it does not hold") from None
+        self.slots[b] = None
+        return bin
 
     def put(self, b: int, bin: Bin) -> None:
         if b in self.bins:
             raise StatefulError(f"{self.name}: worker {self.worker_index} received bin {b}, "
                                 f"which it already holds")
         self.bins[b] = bin
+        self._slot(b, bin)
+
+    def _slot(self, b: int, bin: Optional[Bin]) -> None:
+        slots = self.slots
+        if b >= len(slots):
+            slots.extend([None] * (b + 1 - len(slots)))
+        slots[b] = bin
 
     def keys(self) -> int:
         """Keys held here, over every bin."""
@@ -235,10 +252,8 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
             passed = not any(f.less_equal(t) for f in frontiers)
             entries = stash.pop(t)
             if not passed:
-                bins = states.bins
-                waiting = [e for e in entries if e[1] not in bins]
+                entries, waiting = split_held(entries, states)
                 if waiting:
-                    entries = [e for e in entries if e[1] in bins]
                     stash[t] = waiting
             if log is not None:
                 log.cross(t)
@@ -306,8 +321,8 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                     entries = stash.get(t)
                     if entries is None:
                         entries = stash[t] = []
-                    for _target, groups in messages:
-                        entries.extend((i, b, rs) for b, rs in groups)
+                    for _target, runs, records in messages:
+                        entries.append((i, runs, records))
                     if t not in caps:
                         caps[t] = icap.retain_for_output(0)
             if eager:
@@ -393,20 +408,66 @@ def apply_fold(fold: Callable[[Any, Any, Any], tuple], state: dict, records: Ite
 
 def fold_bins(fold: Callable[[Any, Any, Any], tuple], states: BinStates, entries: Iterable,
               emit: Callable[[Iterable], Any], name: str, time: Any) -> None:
-    """``state_machine``'s S at one time: for each ``(input, bin, records)`` of
-    ``entries``, ``apply_fold`` against the bin's state (a bin not held here raises
-    StatefulError), telling the bin's checkpoint log (if any) which keys it touches.
-    The compiled twin (``timely.megaphone._cbins``) replaces this name when built;
-    ``py_fold_bins`` is always this one."""
+    """``state_machine``'s S at one time: for each ``(input, runs, records)`` of
+    ``entries`` (F's messages, see ``timely.megaphone.bins.group_by_target``) and each
+    ``(bin, count)`` of its runs, ``apply_fold`` to the bin's next ``count`` records
+    against the bin's state (a bin not held here raises StatefulError), telling the
+    bin's checkpoint log (if any) which keys it touches. The compiled twin
+    (``timely.megaphone._cbins``) replaces this name when built; ``py_fold_bins`` is
+    always this one."""
     bins = states.bins
     log = states.log
-    for _, b, records in entries:
-        bin = bins.get(b)
-        if bin is None:
-            raise _missing_bin(states, b)
-        if log is not None:
-            log.touch(b, map(_key_of, records))
-        py_apply_fold(fold, bin.state, records, emit, name, time)
+    for _, runs, records in entries:
+        pos = 0
+        for b, count in _checked_runs(runs, records):
+            bin = bins.get(b)
+            if bin is None:
+                raise _missing_bin(states, b)
+            these = records[pos:pos + count]
+            pos += count
+            if log is not None:
+                log.touch(b, map(_key_of, these))
+            py_apply_fold(fold, bin.state, these, emit, name, time)
+
+
+def split_held(entries: list, states: BinStates) -> tuple[list, list]:
+    """``(held, waiting)``: F's messages ``(input, runs, records)`` split by whether
+    ``states`` holds each run's bin (a bin in flight to this worker arrives later at the
+    same time). Both lists keep the entries' order and each bin's records in order;
+    when every bin is held, ``held`` is ``entries`` itself. The compiled twin checks in
+    C and splits with this one, as it must only during a migration.
+
+    >>> from timely.megaphone.bins import pack_runs, runs_of
+    >>> held, waiting = split_held([(0, pack_runs([1, 2, 5, 1]), ["a", "b", "c"])], BinStates("S", 0, [1]))
+    >>> [(i, runs_of(r), rs) for i, r, rs in held], [(i, runs_of(r), rs) for i, r, rs in waiting]
+    ([(0, [(1, 2)], ['a', 'b'])], [(0, [(5, 1)], ['c'])])
+    """
+    bins = states.bins
+    if all(b in bins for _, runs, records in entries for b, _ in _checked_runs(runs, records)):
+        return entries, []
+    held: list = []
+    waiting: list = []
+    for i, runs, records in entries:
+        parts: tuple = (([], []), ([], []))          # (runs, records) held, then waiting
+        pos = 0
+        for b, count in runs_of(runs):
+            part = parts[b not in bins]
+            part[0].extend((b, count))
+            part[1].extend(records[pos:pos + count])
+            pos += count
+        for part, out in zip(parts, (held, waiting)):
+            if part[0]:
+                out.append((i, pack_runs(part[0]), part[1]))
+    return held, waiting
+
+
+def _checked_runs(runs: bytes, records: Any) -> list[tuple[int, int]]:
+    """``runs_of(runs)``, refusing runs that do not add up to the message's records."""
+    pairs = runs_of(runs)
+    if sum(count for _, count in pairs) != len(records):
+        raise FrameError(f"a Megaphone message's runs count {sum(c for _, c in pairs)} records, "
+                         f"but it carries {len(records)}")
+    return pairs
 
 
 def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], control: Optional[Stream] = None,
@@ -431,11 +492,14 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
 
         def apply(t, cap, entries, bins_due):
             per_bin: dict[int, list] = {}
-            for i, b, records in entries:
-                lists = per_bin.get(b)
-                if lists is None:
-                    lists = per_bin[b] = [[] for _ in range(inputs)]
-                lists[i].extend(records)
+            for i, runs, records in entries:
+                pos = 0
+                for b, count in runs_of(runs):
+                    lists = per_bin.get(b)
+                    if lists is None:
+                        lists = per_bin[b] = [[] for _ in range(inputs)]
+                    lists[i].extend(records[pos:pos + count])
+                    pos += count
             for b in bins_due:
                 bin = bins_.get(b)
                 due = bin.pending.pop(t, None) if bin is not None else None
@@ -490,7 +554,9 @@ def stateful_binary(stream: Stream, other: Stream, control: Optional[Stream], ke
 # compiled twins replace the public names when built (see timely._twin).
 py_apply_fold = apply_fold
 py_fold_bins = fold_bins
+py_split_held = split_held
 _compiled = compiled("timely.megaphone._cbins")
 if _compiled is not None:
     apply_fold = _compiled.apply_fold
     fold_bins = _compiled.fold_bins
+    split_held = _compiled.split_held
