@@ -50,8 +50,13 @@ Costs (d coordinates; f, k: frontier size and distinct times held at one locatio
 * ``update_source``/``update_target``/``update``: O(d) amortised.
 * ``propagate_all``: O(r d) to consolidate r recorded changes, then one C antichain
   update per distinct change and per merged worklist record: O(f d + log k d) to find
-  the row, plus O(k f d) when the frontier must be rebuilt; O(w log w d) for the heap of
-  w records; O(p d) to convert the p net pushed/output changes to Python.
+  the row, plus moving the rows on the nearer side of it when a time comes or goes
+  (O(1) at either end), plus O(k f d) when the frontier must be rebuilt (for ints, O(1)
+  past the leading rows whose count is not positive: the first positive row is the
+  frontier); O(w log w d) for the heap of w records; O(p d) to convert the p net
+  pushed/output changes to Python. A worker dropping K capabilities at K times at once
+  thus costs O(K log K), not O(K^2) (measured by ``benchmarks/bootstrap.py``'s
+  release).
 * ``pointstamps``/``implications``: O(1) views; their ``frontier()`` O(f d),
   ``count_for`` O(d log k), ``less_than``/``less_equal`` O(f d), ``is_empty`` O(1).
 * ``is_global``: O(f d + d log k). ``tracking_anything``: O(1) amortised.
@@ -193,10 +198,15 @@ cdef int grow(int64_t** p, Py_ssize_t* cap, Py_ssize_t need) except -1:
 # A C mutable antichain: ``rows`` holds nrows records (time[d], count), sorted
 # lexicographically by time, no zero counts; ``front`` holds nfront times (d each), the
 # minimal times with a positive count, in the same order. Capacities count int64s.
+# ``rows`` starts ``off`` int64s into its allocation: removing one of the first half of
+# the rows moves the rows before it up instead of those after it down, so a location
+# whose times leave from the front (epochs closing, a worker dropping many
+# capabilities at once) pays O(1) per removal, not O(rows).
 ctypedef struct MA:
     int64_t* rows
     Py_ssize_t nrows
     Py_ssize_t rcap
+    Py_ssize_t off
     int64_t* front
     Py_ssize_t nfront
     Py_ssize_t fcap
@@ -211,11 +221,12 @@ ctypedef struct CBatch:
 
 
 cdef inline void free_ma(MA* m) noexcept nogil:
-    free(m.rows)
+    if m.rows != NULL:
+        free(m.rows - m.off)
     free(m.front)
     m.rows = NULL
     m.front = NULL
-    m.nrows = m.rcap = m.nfront = m.fcap = 0
+    m.nrows = m.rcap = m.nfront = m.fcap = m.off = 0
 
 
 cdef class _PortView:
@@ -761,10 +772,21 @@ cdef class Tracker:
             row = m.rows + pos * rs
             row[d] += delta
             if row[d] == 0:
-                memmove(row, row + rs, (m.nrows - pos - 1) * rs * sizeof(int64_t))
+                if pos < m.nrows // 2:
+                    memmove(m.rows + rs, m.rows, pos * rs * sizeof(int64_t))
+                    m.rows += rs
+                    m.off += rs
+                else:
+                    memmove(row, row + rs, (m.nrows - pos - 1) * rs * sizeof(int64_t))
                 m.nrows -= 1
         else:
-            grow(&m.rows, &m.rcap, (m.nrows + 1) * rs)
+            if m.off and m.off + (m.nrows + 1) * rs > m.rcap:
+                # full at the end: move the rows back to the allocation's start
+                memmove(m.rows - m.off, m.rows, m.nrows * rs * sizeof(int64_t))
+                m.rows -= m.off
+                m.off = 0
+            if m.off == 0:
+                grow(&m.rows, &m.rcap, (m.nrows + 1) * rs)
             row = m.rows + pos * rs
             memmove(row + rs, row, (m.nrows - pos) * rs * sizeof(int64_t))
             memcpy(row, t, d * sizeof(int64_t))
@@ -785,6 +807,8 @@ cdef class Tracker:
             row = m.rows + r * rs
             if row[d] <= 0:
                 continue
+            if d == 1 and nn:
+                break           # ints are totally ordered: every later row is above it
             dominated = False
             for j in range(nn):
                 if prod_le(self.nf + j * d, row, d):

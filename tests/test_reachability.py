@@ -595,3 +595,47 @@ def test_wcc_running_example(twin):
     assert drain_pushed(t) == {(A1, (1, 0)): -1, (B1, (1, 1)): -1, (B2, (1, 0)): -1,
                                (B3, (1, 0)): -1, (C1, (1, 0)): -1, (C2, (1, 1)): -1,
                                (OUT, (1, 0)): -1}
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending", "shuffled", "sliding"])
+def test_twins_agree_while_many_times_come_and_go(both_twins, order):
+    """Hundreds of distinct times at one port, retracted from the front, the back, at
+    random, or as a sliding window of epochs (new times in at the back while old ones
+    leave at the front): the compiled Tracker's rows (which leave from whichever end is
+    nearer) keep the same counts and frontiers as the pure twin's, round after round."""
+    import random
+    py, cy = both_twins
+    trackers = []
+    for twin in (py, cy):
+        b = Builder(minimum=0)
+        b.add_node(0, 1, 1, [[[]]])
+        b.add_node(1, 1, 1, [[[0]]])
+        b.add_node(2, 1, 1, [[[1]]])
+        b.add_edge(Source(0, 0), Target(1, 0))
+        b.add_edge(Source(1, 0), Target(2, 0))
+        b.add_edge(Source(2, 0), Target(0, 0))
+        trackers.append(b.build(tracker_class=twin.Tracker))
+    rng = random.Random(order)
+    times = list(range(1, 301))
+    rounds = [[(t, 1) for t in rng.sample(times, len(times))]]
+    if order == "sliding":
+        for t in times[:250]:
+            rounds.append([(t, -1), (t + 300, 1)])
+        rounds.append([(t, -1) for t in range(251, 551)])
+    else:
+        gone = {"ascending": times, "descending": times[::-1], "shuffled": rng.sample(times, len(times))}[order]
+        rounds += [[(t, -1)] for t in gone[:200]] + [[(t, -1) for t in gone[200:]]]
+    probes = [Location(1, 0, True), Location(2, 0, False), Location(0, 0, False)]
+    for batch in rounds:
+        for tracker in trackers:
+            for t, d in batch:
+                tracker.update_source(Source(1, 0), t, d)
+            tracker.propagate_all()
+        a, b = trackers
+        assert drain_pushed(a) == drain_pushed(b)
+        assert dict(a.output_changes[0].drain()) == dict(b.output_changes[0].drain())
+        for loc in probes:
+            assert a.pointstamps(loc).frontier() == b.pointstamps(loc).frontier()
+            assert a.implications(loc).frontier() == b.implications(loc).frontier()
+            assert sorted(a.implications(loc).counts()) == sorted(b.implications(loc).counts())
+    assert all(t.implications(Location(0, 0, False)).is_empty() for t in trackers)
