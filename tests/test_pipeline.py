@@ -74,3 +74,11 @@ def test_the_check_catches_a_wrong_result(spark, tansu):
     assert spark_jobs.compare(want, got) and all(
         r["missing"] == r["extra"] == r["different"] == r["duplicated"] == 0 for r in spark_jobs.compare(want, got))
     clean.unpersist()
+
+
+def test_a_negative_pace_is_refused_by_name(capsys):
+    """``make run``'s script refuses a pace below zero before it starts anything."""
+    with pytest.raises(SystemExit) as e:
+        pipeline.main(["--pace", "-1"])
+    assert e.value.code == 2
+    assert "--pace must be >= 0 seconds, got -1.0" in capsys.readouterr().err

@@ -266,7 +266,12 @@ def main(argv: list[str]) -> int:
                         help="process p serves metrics and the status page on this port + p "
                              "(default: free ports found at start; 0: off)")
     parser.add_argument("--screenshot", help="save a PNG of the status page here, after the join")
+    parser.add_argument("--pace", type=float, default=0.0,
+                        help="seconds Spark waits after writing each epoch (default 0: back to back, "
+                             "the CPU saturated); a paced writer shows the latency of an epoch alone")
     args = parser.parse_args(argv)
+    if args.pace < 0:
+        parser.error(f"--pace must be >= 0 seconds, got {args.pace}")
     metrics_port = free_port_range(4) if args.metrics_port is None else args.metrics_port
     from broker.tansu import TansuBroker
     from timely.connectors.spark import local_session
@@ -282,7 +287,7 @@ def main(argv: list[str]) -> int:
                      "--kafka-prefix", f"pipe{uuid.uuid4().hex[:8]}"] if args.progress_mode == "kafka" else [])
         report = run_pipeline(spark, brokers, args.events, args.epochs, args.partitions,
                               join_after=args.join_after, progress=progress, kill_after=args.kill_after,
-                              metrics_port=metrics_port, screenshot=args.screenshot)
+                              metrics_port=metrics_port, screenshot=args.screenshot, pace=args.pace)
         spark.stop()
     finally:
         if broker is not None:
