@@ -639,3 +639,37 @@ def test_twins_agree_while_many_times_come_and_go(both_twins, order):
             assert a.implications(loc).frontier() == b.implications(loc).frontier()
             assert sorted(a.implications(loc).counts()) == sorted(b.implications(loc).counts())
     assert all(t.implications(Location(0, 0, False)).is_empty() for t in trackers)
+
+
+@settings(max_examples=SELF_CHECK_EXAMPLES)
+@given(data=st.data())
+def test_grants_from_the_least_held_times_equal_grants_from_all(data):
+    """``grants.implied_times`` feeds its Tracker only the least times held at each
+    location; the grants equal those of a Tracker fed every held count (the definition:
+    the least implied time strictly above what is held), on random graphs, ints and
+    pairs, with many held times per location and some counts not positive."""
+    from timely.progress import ChangeBatch
+    from timely.progress.reachability import Tracker as PyTracker
+    from timely.rescaling.grants import _least, _successor, implied_times
+    kind = data.draw(st.sampled_from(["int", "pair"]), label="kind")
+    graph = data.draw(graphs(kind, data.draw(st.booleans(), label="cyclic")), label="graph")
+    locations = graph.locations()
+    if not locations:
+        return
+    held = ChangeBatch(data.draw(st.lists(st.tuples(st.tuples(st.sampled_from(locations), TIMES[kind]), DELTAS),
+                                          max_size=40), label="held"))
+    outputs = graph.sources()
+    got = implied_times(graph.builder(), held, outputs)
+    want = {}
+    positive = [(loc, t, c) for (loc, t), c in held if c > 0]
+    for loc in outputs if positive else ():
+        tracker = graph.builder().build(tracker_class=PyTracker)
+        candidates = [_successor(t) for l, t, _ in positive if l == loc]
+        for l, t, c in positive:
+            if l != loc:
+                tracker.update(l, t, c)
+        tracker.propagate_all()
+        candidates.extend(tracker.implications(loc).frontier())
+        if candidates:
+            want[loc] = _least(candidates)
+    assert got == want

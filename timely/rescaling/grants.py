@@ -25,8 +25,9 @@ An output the bootstrap worker holds nothing for gets no capability (its operato
 still act on the capabilities that come with received records); inside a nested
 scope, only the bootstrap worker's own capabilities in that scope count.
 
-Costs: ``grants`` builds a pure-Python Tracker of the scope and propagates the held
-capabilities, O(graph + held) per scope, once per join.
+Costs: ``grants`` reduces the held capabilities to the least times at each location
+(O(held) for int times), then per output builds a pure-Python Tracker of the scope and
+propagates those: O(outputs x (graph + locations)) per scope, once per join.
 
 >>> from timely.progress import Builder, ChangeBatch, Location, Source, Target
 >>> b = Builder(minimum=0)
@@ -44,6 +45,7 @@ import logging
 from typing import Any, Iterable
 
 from ..progress import ChangeBatch
+from ..progress.antichain import Antichain
 from ..progress.location import Location
 from ..progress.reachability import Tracker
 from ..progress.subgraph import subgraphs
@@ -68,18 +70,28 @@ def implied_times(graph: Any, held: ChangeBatch, locations: Iterable[Location]) 
     a worker before the announcement and cancel the announcer's own count (found by
     ``timely.verify``); so at a location the announcer itself holds, the grant comes
     from elsewhere upstream or is one step later."""
-    positive = [(loc, t, c) for (loc, t), c in held if c > 0]
-    if not positive:
+    # Only the least times held at each location can be least where they lead (path
+    # summaries are monotone): a worker holding K capabilities at K epochs of one output
+    # feeds the Tracker one time per location, not K (the joiner waits on this).
+    minimal: dict = {}
+    for (loc, t), c in held:
+        if c > 0:
+            chain = minimal.get(loc)
+            if chain is None:
+                chain = minimal[loc] = Antichain()
+            chain.insert(t)
+    if not minimal:
         return {}
+    positive = [(loc, t) for loc, chain in minimal.items() for t in chain]
     out = {}
     for loc in locations:
         tracker = graph.build(tracker_class=Tracker)
         candidates = []
-        for l, t, c in positive:
+        for l, t in positive:
             if l == loc:
                 candidates.append(_successor(t))
             else:
-                tracker.update(l, t, c)
+                tracker.update(l, t, 1)
         tracker.propagate_all()
         candidates.extend(tracker.implications(loc).frontier())
         if candidates:
