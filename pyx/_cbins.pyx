@@ -299,15 +299,21 @@ def apply_fold(fold: object, state: object, records: object, emit: object, name:
 _key_of = itemgetter(0)
 
 
-cdef inline Py_ssize_t _runs_count(object runs) except -1:
-    """How many ``(bin, count)`` pairs F's ``runs`` hold (refusing a ragged buffer)."""
-    if type(runs) is not bytes:
-        runs = bytes(runs)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(runs)
-    if size % 8:
-        from timely.megaphone.bins import runs_of
-        runs_of(runs)           # raises the FrameError that names the problem
-    return size // 8
+cdef bytes _valid_runs(object runs, Py_ssize_t nrecords):
+    """F's ``runs`` as bytes, refused (the pure twin's ``FrameError``, which names the
+    problem) when ragged or when their counts do not add up to the ``nrecords``
+    records of the message."""
+    cdef bytes out = runs if type(runs) is bytes else bytes(runs)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(out), r, total = 0
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(out)
+    if size % 8 == 0:
+        for r in range(size // 8):
+            total += _get_u32(p + 8 * r + 4)
+        if total == nrecords:
+            return out
+    from timely.megaphone.state import _checked_runs
+    _checked_runs(out, nrecords)
+    raise AssertionError("unreachable: the pure twin refuses these runs")
 
 
 def fold_bins(fold: object, states: object, entries: object, emit: object, name: object,
@@ -318,24 +324,16 @@ def fold_bins(fold: object, states: object, entries: object, emit: object, name:
     cdef list slots = states.slots
     cdef Py_ssize_t nslots = len(slots)
     cdef uint32_t b
-    cdef Py_ssize_t r, nruns, pos, end, total, j
+    cdef Py_ssize_t r, nruns, pos, end, j
     cdef const unsigned char *p
     cdef bint plain
     log = states.log
     for entry in entries:
         _, runs, records = entry
-        if type(runs) is not bytes:
-            runs = bytes(runs)
-        nruns = _runs_count(runs)
         seq = PySequence_Fast(records, "a Megaphone message's records must be a sequence")
-        total = PySequence_Fast_GET_SIZE(seq)
+        runs = _valid_runs(runs, PySequence_Fast_GET_SIZE(seq))
+        nruns = PyBytes_GET_SIZE(runs) // 8
         p = <const unsigned char *>PyBytes_AS_STRING(runs)
-        end = 0
-        for r in range(nruns):
-            end += _get_u32(p + 8 * r + 4)
-        if end != total:
-            from timely.megaphone.state import _checked_runs
-            _checked_runs(runs, seq)        # raises the FrameError that names the problem
         pos = 0
         for r in range(nruns):
             b = _get_u32(p + 8 * r)
@@ -361,21 +359,14 @@ def split_held(entries: list, states: object) -> tuple:
     held; the split itself, needed only while bins are in flight, is the pure twin's."""
     cdef list slots = states.slots
     cdef Py_ssize_t nslots = len(slots)
-    cdef Py_ssize_t r, nruns, total
+    cdef Py_ssize_t r, nruns
     cdef uint32_t b
     cdef const unsigned char *p
     for entry in entries:
         _, runs, records = entry
-        if type(runs) is not bytes:
-            runs = bytes(runs)
-        nruns = _runs_count(runs)
+        runs = _valid_runs(runs, len(records))
+        nruns = PyBytes_GET_SIZE(runs) // 8
         p = <const unsigned char *>PyBytes_AS_STRING(runs)
-        total = 0
-        for r in range(nruns):
-            total += _get_u32(p + 8 * r + 4)
-        if total != len(records):
-            from timely.megaphone.state import _checked_runs
-            _checked_runs(runs, records)    # raises the FrameError that names the problem
         for r in range(nruns):
             b = _get_u32(p + 8 * r)
             if b >= nslots or <object>PyList_GET_ITEM(slots, b) is None:

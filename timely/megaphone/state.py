@@ -418,13 +418,10 @@ def fold_bins(fold: Callable[[Any, Any, Any], tuple], states: BinStates, entries
     bins = states.bins
     log = states.log
     for _, runs, records in entries:
-        pos = 0
-        for b, count in _checked_runs(runs, records):
+        for b, these in _bin_slices(runs, records):
             bin = bins.get(b)
             if bin is None:
                 raise _missing_bin(states, b)
-            these = records[pos:pos + count]
-            pos += count
             if log is not None:
                 log.touch(b, map(_key_of, these))
             py_apply_fold(fold, bin.state, these, emit, name, time)
@@ -443,30 +440,35 @@ def split_held(entries: list, states: BinStates) -> tuple[list, list]:
     ([(0, [(1, 2)], ['a', 'b'])], [(0, [(5, 1)], ['c'])])
     """
     bins = states.bins
-    if all(b in bins for _, runs, records in entries for b, _ in _checked_runs(runs, records)):
-        return entries, []
     held: list = []
     waiting: list = []
     for i, runs, records in entries:
         parts: tuple = (([], []), ([], []))          # (runs, records) held, then waiting
-        pos = 0
-        for b, count in runs_of(runs):
+        for b, these in _bin_slices(runs, records):
             part = parts[b not in bins]
-            part[0].extend((b, count))
-            part[1].extend(records[pos:pos + count])
-            pos += count
+            part[0].extend((b, len(these)))
+            part[1].extend(these)
         for part, out in zip(parts, (held, waiting)):
             if part[0]:
                 out.append((i, pack_runs(part[0]), part[1]))
-    return held, waiting
+    return (held, waiting) if waiting else (entries, [])
 
 
-def _checked_runs(runs: bytes, records: Any) -> list[tuple[int, int]]:
-    """``runs_of(runs)``, refusing runs that do not add up to the message's records."""
+def _bin_slices(runs: bytes, records: Any) -> Iterable[tuple[int, Any]]:
+    """``(bin, its records)`` for each run of one of F's messages, in order."""
+    pos = 0
+    for b, count in _checked_runs(runs, len(records)):
+        yield b, records[pos:pos + count]
+        pos += count
+
+
+def _checked_runs(runs: bytes, nrecords: int) -> list[tuple[int, int]]:
+    """``runs_of(runs)``, refusing runs that do not add up to the message's
+    ``nrecords`` records."""
     pairs = runs_of(runs)
-    if sum(count for _, count in pairs) != len(records):
-        raise FrameError(f"a Megaphone message's runs count {sum(c for _, c in pairs)} records, "
-                         f"but it carries {len(records)}")
+    counted = sum(count for _, count in pairs)
+    if counted != nrecords:
+        raise FrameError(f"a Megaphone message's runs count {counted} records, but it carries {nrecords}")
     return pairs
 
 
@@ -493,13 +495,11 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
         def apply(t, cap, entries, bins_due):
             per_bin: dict[int, list] = {}
             for i, runs, records in entries:
-                pos = 0
-                for b, count in runs_of(runs):
+                for b, these in _bin_slices(runs, records):
                     lists = per_bin.get(b)
                     if lists is None:
                         lists = per_bin[b] = [[] for _ in range(inputs)]
-                    lists[i].extend(records[pos:pos + count])
-                    pos += count
+                    lists[i].extend(these)
             for b in bins_due:
                 bin = bins_.get(b)
                 due = bin.pending.pop(t, None) if bin is not None else None
