@@ -19,8 +19,9 @@ read.
 The consumer is confluent-kafka's (``broker.client``): librdkafka fetches on its own
 threads without the GIL, with a short fetch wait (``fetch.wait.max.ms``, see
 ``broker.client.FETCH_WAIT_MS``; Tansu answers a waiting fetch only when the wait
-ends, so the wait bounds each hop's latency), and ``consume`` returns as soon as a
-record is in its queue.
+ends, so the wait bounds each hop's latency); the subscriber waits for a first record
+with ``poll`` and takes what else is queued with a ``consume`` that does not wait (a
+``consume(n, timeout)`` waits out its timeout unless n records come).
 
 Costs: O(updates) per record (one unpack, one ``deliver`` call); ``add`` from a snapshot
 O(snapshot size) plus two round trips; a segment change an unassign and an assign
@@ -90,10 +91,11 @@ class Subscriber:
         self._reader.assign([TopicPartition(topic, 0, offset)])
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            for message in self._reader.consume(100, 0.2):
-                if message.error() is None and message.offset() == offset:
-                    self.snapshots_read[worker] = self.snapshots_read.get(worker, 0) + 1
-                    return unpack(message.value())
+            # poll, not consume(n, timeout): that waits out its timeout unless n records come
+            message = self._reader.poll(0.2)
+            if message is not None and message.error() is None and message.offset() == offset:
+                self.snapshots_read[worker] = self.snapshots_read.get(worker, 0) + 1
+                return unpack(message.value())
         raise BrokerLostError(f"the snapshot of worker {worker} at offset {offset} of "
                               f"{topic} could not be read (did the broker lose it?)")
 

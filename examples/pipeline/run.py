@@ -60,7 +60,10 @@ class EpochWatcher:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                for m in self.consumer.consume(10_000, 0.05):
+                # wait for a first record only (consume(n, timeout) waits out its timeout
+                # unless n records come), then take what else is queued
+                first = self.consumer.poll(0.05)
+                for m in ([] if first is None else [first, *self.consumer.consume(10_000, 0)]):
                     if m.error() is None:
                         self.states[m.partition()].record(m.offset(), m.headers(), m.value())
                 done = complete_epochs(self.states.values())
