@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from timely.connectors.epochs import (JSON, MSGPACK, RAW, ContractError, DecodeError, EpochOrderError,
                                       Format, PartitionEpochs, complete_epochs, data_headers,
-                                      format_of, marker_headers)
+                                      Undecodable, format_of, marker_headers)
 
 T, P = "clicks", 3
 
@@ -302,6 +302,21 @@ def test_one_bad_value_in_a_json_batch_is_found(events, data):
     with pytest.raises(DecodeError) as info:
         JSON.decode(values, [None] * len(values), T, P, [100 + k for k in range(len(values))])
     assert info.value.offset == 100 + at
+
+
+@given(st.sampled_from([JSON, MSGPACK]), st.lists(json_events, max_size=8), st.data())
+def test_decode_each_never_raises_and_marks_exactly_the_bad_values(fmt, events, data):
+    """What a reader decodes before a record is known to count: one item per value,
+    the event where it decodes, an Undecodable where it does not (markers' empty
+    values included), so the decision waits for the marker."""
+    values: list = [fmt.dumps(e) for e in events]
+    for at in sorted(data.draw(st.sets(st.integers(0, len(values)), max_size=3)), reverse=True):
+        values.insert(at, data.draw(st.sampled_from([b"", None, b"\xc1", b"[1"])))   # bad in both formats
+    bad = {i for i, v in enumerate(values) if v in (b"", None, b"\xc1", b"[1")}
+    items = fmt.decode_each(values)
+    assert [i for i, item in enumerate(items) if isinstance(item, Undecodable)] == sorted(bad)
+    assert all(items[i].value == values[i] and fmt.name in items[i].problem for i in bad)
+    assert [item for i, item in enumerate(items) if i not in bad] == events
 
 
 def test_raw_and_custom_formats():

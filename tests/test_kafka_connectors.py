@@ -16,7 +16,10 @@ Protects what a user of ``scope.kafka_source`` / ``stream.kafka_sink`` /
   and commits its offsets;
 - bad input is named: an unreachable broker, a missing topic, an undecodable value
   (topic, partition, offset; the group does not commit past it; or the dead-letter
-  topic gets it), a marker going back in time.
+  topic gets it), a marker going back in time;
+- ``fields`` gives each event as a tuple, one event per record or packed; values decode
+  as they are read, yet a bad record outside its marker's range is still dropped
+  quietly, and one inside it (an event without a field) is named.
 
 Every test uses its own uuid-named topics and consumer group on the session broker.
 """
@@ -567,6 +570,77 @@ def test_dead_letter_topic_takes_the_bad_value_and_the_rest_is_counted(tansu):
     assert (headers["source.topic"], headers["source.partition"], headers["source.offset"]) == \
         (inp.encode(), b"1", str(bad).encode())
     assert b"json" in headers["error"] and f"offset {bad}".encode() in headers["error"]
+
+
+# ---- fields, taken as records are read ---------------------------------------------------------
+def read_fields(brokers: str, topic: str, fields, end_epoch: int, workers: int = 1) -> dict:
+    """{epoch: sorted events} that ``kafka_source(..., fields=fields)`` gives."""
+    def build(worker):
+        captured = worker.dataflow(
+            lambda scope: scope.kafka_source(brokers, topic, end_epoch=end_epoch, fields=fields).capture())
+        run_to_end(worker)
+        return captured.by_time()
+    got: dict = collections.defaultdict(list)
+    for by_time in timely.execute(workers, build):
+        for t, records in by_time.items():
+            got[t].extend(records)
+    return {t: sorted(rs) for t, rs in got.items()}
+
+
+def test_fields_give_each_event_as_a_tuple_one_per_record_or_packed(tansu):
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 2})
+    writer = Writer(B, inp)
+    epochs = {e: epoch_events(e, 2, 7) for e in range(2)}
+    writer.epoch(0, epochs[0])                      # one event per record
+    for p, events in epochs[1].items():            # packed: 3 events per record, and a rest
+        writer._last = collections.defaultdict(list)
+        for i in range(0, len(events), 3):
+            chunk = events[i:i + 3]
+            writer._produce(JSON.dumps_many(chunk), p, data_headers(1, rows=len(chunk)))
+        assert writer.producer.flush(10) == 0
+        writer.marker(1, p, writer._last[p])
+    got = read_fields(B, inp, ("i", "user"), end_epoch=2, workers=2)
+    assert got == {e: sorted((ev["i"], ev["user"]) for evs in by_p.values() for ev in evs)
+                   for e, by_p in epochs.items()}
+    assert read_fields(B, inp, ["p"], end_epoch=1) == {0: sorted((ev["p"],) for evs in epochs[0].values()
+                                                                 for ev in evs)}
+
+
+def test_a_bad_record_its_marker_leaves_out_is_dropped_and_one_it_covers_is_named(tansu):
+    """Values decode as they are read, before their marker: a crashed writer's record
+    outside the marker's range must still be dropped quietly, whatever it holds."""
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 1})
+    writer = Writer(B, inp)
+    writer.records(0, {0: [b'{"user": 1, oops', b'{"user": 2}', b'[{"user": 3, "i": 0}]']}, raw=True)
+    events = [event(0, 0, i) for i in range(4)]
+    writer.marker(0, 0, writer.records(0, {0: events})[0])      # the range leaves the three out
+    assert read_fields(B, inp, ("user", "i"), end_epoch=1) == {0: sorted((e["user"], e["i"]) for e in events)}
+
+    missing = writer.records(1, {0: [{"user": 4}]})[0][0]       # inside epoch 1's range
+    writer.marker(1, 0, [missing])
+    with pytest.raises(DecodeError, match=f"offset {missing}: event has no field 'i'") as info:
+        read_fields(B, inp, ("user", "i"), end_epoch=2)
+    assert (info.value.topic, info.value.partition, info.value.offset) == (inp, 0, missing)
+
+
+@pytest.mark.parametrize("fields, match", [
+    ("page", "non-empty sequence of field names"), ([], "non-empty sequence"),
+    ([1, 2], "non-empty sequence"), (("a", "b", "a"), "names a field twice"),
+])
+def test_fields_that_name_no_fields_are_refused(tansu, fields, match):
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 1})
+
+    def build(worker):
+        worker.dataflow(lambda scope: scope.kafka_source(B, inp, end_epoch=0, fields=fields).probe())
+
+    with pytest.raises(ValueError, match=match):
+        timely.execute(1, build)
 
 
 def test_a_marker_going_back_in_time_is_an_epoch_order_error(tansu):

@@ -22,6 +22,7 @@ import argparse
 import os
 import sys
 import time
+from operator import itemgetter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -59,9 +60,10 @@ def aggregate(time, records, state, notificator, output):
 def build(worker, brokers: str, clicks: str, results: str, epochs: int, group: str, bins: int = 64):
     """The dataflow; returns ``(source stream's state, probe)`` for reporting."""
     def dataflow(scope):
-        events = scope.kafka_source(brokers, clicks, group_id=group, end_epoch=epochs)
-        per_page = (events.map(lambda e: (e["page"], e["category"], e["user"]))
-                    .stateful_unary(None, lambda r: r[0], "PageAggregates", aggregate, bins=bins))
+        # each click as the tuple (page, category, user), taken from its JSON as it is read
+        events = scope.kafka_source(brokers, clicks, group_id=group, end_epoch=epochs,
+                                    fields=("page", "category", "user"))
+        per_page = events.stateful_unary(None, itemgetter(0), "PageAggregates", aggregate, bins=bins)
         durable = per_page.kafka_sink(brokers, results, key=lambda r: r["page"])
         durable.kafka_commit(events)
         return durable.probe()

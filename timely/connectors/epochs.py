@@ -222,9 +222,25 @@ class PartitionEpochs:
 
 
 # ---- value formats ------------------------------------------------------------------------
+class Undecodable:
+    """What stands for a value that did not decode (or an event without the fields a
+    reader wants) until its record is known to count: ``problem`` says why, ``value``
+    is the record's value as read."""
+
+    __slots__ = ("problem", "value")
+
+    def __init__(self, problem: str, value: Any = None) -> None:
+        self.problem, self.value = problem, value
+
+    def __repr__(self) -> str:
+        return f"Undecodable({self.problem!r})"
+
+
 class Format:
     """A value (de)serializer: ``dumps(event) -> bytes`` and ``loads(bytes) -> event``;
-    ``decode`` takes a batch of values at once (packed ones flattened)."""
+    ``decode`` takes a batch of values at once (packed ones flattened), in two steps a
+    reader may take apart: ``decode_each`` as records arrive, ``flatten`` once the
+    records are known to count."""
 
     def __init__(self, name: str, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any],
                  loads_array: Optional[Callable[[list[bytes]], list]] = None,
@@ -240,32 +256,62 @@ class Format:
 
     def decode(self, values: list, rows: list, topic: str, partition: int, offsets: list) -> list:
         """The events in ``values`` (``rows[i]`` not None: value i packs that many)."""
-        if self._loads_array is not None and not any(r is not None for r in rows):
+        return self.flatten(self.decode_each(values), rows, topic, partition, offsets)
+
+    def decode_each(self, values: list) -> list:
+        """One item per value: what it decodes to (for a packed value, its list of
+        events), or an ``Undecodable`` saying why not. Never raises: whether a bad value
+        matters is known only later (a record outside its marker's range does not).
+
+        >>> items = JSON.decode_each([b'{"a": 1}', b"[1, 2]", b"{"])
+        >>> items[:2], items[2].problem.split(":")[0]
+        ([{'a': 1}, [1, 2]], 'value does not decode as json')
+        """
+        present = values if all(values) else [v for v in values if v]
+        items: Optional[list] = None
+        if self._loads_array is not None and present:
             try:
-                events = self._loads_array(values)
-            except Exception:  # noqa: BLE001 - find the culprit record below
-                pass
-            else:
-                # a bad value can still join into valid JSON (b"1,2" gives two events)
-                if len(events) == len(values):
-                    return events
+                items = self._loads_array(present)
+            except Exception:  # noqa: BLE001 - find the culprit values below
+                items = None
+            # a bad value can still join into valid JSON (b"1,2" gives two events)
+            if items is not None and len(items) != len(present):
+                items = None
+        if items is not None and len(present) == len(values):
+            return items
         loads = self.loads
         out: list = []
-        for value, n, offset in zip(values, rows, offsets):
+        decoded = iter(items) if items is not None else None
+        for value in values:
+            if decoded is not None and value:
+                out.append(next(decoded))
+                continue
             try:
-                event = loads(value)
+                out.append(loads(value))
             except Exception as exc:  # noqa: BLE001 - any decoder error is the record's
-                raise DecodeError(topic, partition, offset,
-                                  f"value does not decode as {self.name}: {type(exc).__name__}: {exc}; "
-                                  f"value starts {bytes(value or b'')[:40]!r}") from None
+                out.append(Undecodable(f"value does not decode as {self.name}: {type(exc).__name__}: {exc}; "
+                                       f"value starts {bytes(value or b'')[:40]!r}", value))
+        return out
+
+    @staticmethod
+    def flatten(items: list, rows: list, topic: str, partition: int, offsets: list) -> list:
+        """The events of ``items`` (from ``decode_each``; ``rows[i]`` not None: item i
+        is a packed value of that many); the first bad one raises a ``DecodeError``
+        naming its offset."""
+        if rows.count(None) == len(rows) and Undecodable not in map(type, items):
+            return items
+        out: list = []
+        for item, n, offset in zip(items, rows, offsets):
+            if type(item) is Undecodable:
+                raise DecodeError(topic, partition, offset, item.problem)
             if n is None:
-                out.append(event)
-            elif isinstance(event, list) and len(event) == n:
-                out.extend(event)
+                out.append(item)
+            elif isinstance(item, list) and len(item) == n:
+                out.extend(item)
             else:
                 raise DecodeError(topic, partition, offset,
                                   f"header 'rows: {n}' but the value holds "
-                                  f"{len(event) if isinstance(event, list) else 'no array'}")
+                                  f"{len(item) if isinstance(item, list) else 'no array'}")
         return out
 
     def __repr__(self) -> str:
