@@ -627,6 +627,36 @@ def test_a_bad_record_its_marker_leaves_out_is_dropped_and_one_it_covers_is_name
     assert (info.value.topic, info.value.partition, info.value.offset) == (inp, 0, missing)
 
 
+def test_records_waiting_for_their_marker_are_decoded_before_it_comes(tansu):
+    """A live stream's records are decoded after the poll that read them, so the marker
+    only hands events on; the orphan among them is decoded too, and still dropped."""
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 1})
+    writer = Writer(B, inp)
+    writer.records(0, {0: [b'{"user": 1, oops']}, raw=True)                 # a crashed writer's
+    events = [event(0, 0, i) for i in range(5)]
+    offsets = writer.records(0, {0: events})[0]
+
+    def build(worker):
+        captured = worker.dataflow(
+            lambda scope: scope.kafka_source(B, inp, end_epoch=1, fields=("i", "user")).capture())
+        (state,) = worker.kafka_sources.values()
+        part = state.parts[(inp, 0)]
+        steps_until(worker, lambda: part.position == offsets[-1] + 1, what="the records read")
+        waiting = part.pending[0]
+        assert [type(v) for _, v, _ in waiting] == [tuple] * 6, "not decoded before the marker"
+        assert type(waiting[0][1][1]).__name__ == "Undecodable"
+        assert [v[1] for _, v, _ in waiting[1:]] == [(e["i"], e["user"]) for e in events]
+        writer.marker(0, 0, offsets)
+        run_to_end(worker)
+        return captured.by_time(), part.orphans
+
+    (by_time, orphans), = timely.execute(1, build)
+    assert {t: sorted(rs) for t, rs in by_time.items()} == {0: sorted((e["i"], e["user"]) for e in events)}
+    assert orphans == 1
+
+
 @pytest.mark.parametrize("fields, match", [
     ("page", "non-empty sequence of field names"), ([], "non-empty sequence"),
     ([1, 2], "non-empty sequence"), (("a", "b", "a"), "names a field twice"),

@@ -201,6 +201,8 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         f"{report.seconds['dataflow']:.1f} s after the first write ({report.clean / report.seconds['dataflow']:,.0f} "
         f"clicks/s end to end); epoch written -> results readable: p50 "
         f"{lat[len(lat) // 2] if lat else float('nan'):.0f} ms, max {lat[-1] if lat else float('nan'):.0f} ms")
+    say("dataflow: epoch written -> results readable, per epoch (ms): "
+        + ", ".join(f"{e}: {ms:.0f}" for e, ms in sorted(report.latencies_ms.items())))
     if report.killed_at is not None:
         report.recovery_s = report.recovered()
         say("recovery: SIGKILL -> the next epoch's results readable in "

@@ -222,6 +222,10 @@ class PartitionEpochs:
 
 
 # ---- value formats ------------------------------------------------------------------------
+#: ``decode_each`` parses values in one joined array when they average at most this many bytes
+_JOIN_BELOW = 512
+
+
 class Undecodable:
     """What stands for a value that did not decode (or an event without the fields a
     reader wants) until its record is known to count: ``problem`` says why, ``value``
@@ -269,7 +273,9 @@ class Format:
         """
         present = values if all(values) else [v for v in values if v]
         items: Optional[list] = None
-        if self._loads_array is not None and present:
+        # one parse for many small values (the per-call cost is most of a small value's);
+        # large ones (packed) one by one, which keeps each parse in the CPU's caches
+        if self._loads_array is not None and present and sum(map(len, present)) <= _JOIN_BELOW * len(present):
             try:
                 items = self._loads_array(present)
             except Exception:  # noqa: BLE001 - find the culprit values below

@@ -21,9 +21,11 @@ read (epochs are milliseconds since 1970, a new one every ``epoch_records`` reco
 
 Costs: a hand-off is one small record and one (un)assign per partition moved; the
 source does one ``consume`` per activation (up to ``batch_size`` records),
-decodes the values of each ``consume`` in one call as they are read (and projects them
-to ``fields``), and buffers an epoch's events per partition until its marker: the
-marker only hands them on. A buffered epoch takes its events' memory, not its bytes'.
+buffers an epoch per partition until its marker, and decodes (and projects to
+``fields``) in one call per partition the records that still wait for their marker
+after each ``consume``, or an epoch's records when its marker comes in the same
+``consume``: the marker of a live stream only hands decoded events on, and a backlog is
+decoded one epoch at a time. An epoch waiting for its marker takes its events' memory.
 """
 from __future__ import annotations
 
@@ -219,18 +221,39 @@ class KafkaSourceState:
                 self.ends[tp] = end
 
     def prepare(self, values: list) -> list:
-        """Each value decoded (and projected to ``fields``) as it is read, one item per
-        value: its event, its list of events if packed, or an ``Undecodable``. The work
-        is done before the epoch's marker comes, so the marker only hands events on."""
+        """Each value decoded (and projected to ``fields``), one item per value: its
+        event, its list of events if packed, or an ``Undecodable``."""
         items = self.format.decode_each(values)
         if self._project is not None:
             items = self._project(items)
         return items
 
+    def prepare_pending(self, part: PartitionEpochs) -> None:
+        """Decode the records of ``part`` that wait for their marker and are not yet
+        decoded (a pending record's value becomes ``(value, item)``): done after each
+        poll, so when the marker comes the epoch is decoded and the marker only hands its
+        events on. Records whose marker came in the same poll were decoded with their
+        epoch instead, one epoch at a time: a backlog is never decoded all at once."""
+        for records in part.pending.values():
+            k = len(records)
+            while k and type(records[k - 1][1]) is not tuple:
+                k -= 1
+            if k < len(records):
+                for j, item in enumerate(self.prepare([r[1] for r in records[k:]]), k):
+                    offset, value, n = records[j]
+                    records[j] = (offset, (value, item), n)
+
     def events(self, topic: str, partition: int, records: list) -> list:
-        """The events of ``records`` [(offset, (value, item), rows)] (items from
-        ``prepare``); a bad one goes to the dead-letter topic if one is configured, and
-        otherwise raises a ``DecodeError`` naming it."""
+        """The events of ``records`` [(offset, value or (value, item), rows)] (items
+        from ``prepare``; a bare value is decoded now); a bad one goes to the
+        dead-letter topic if one is configured, and otherwise raises a ``DecodeError``
+        naming it."""
+        raw = [i for i, r in enumerate(records) if type(r[1]) is not tuple]
+        if raw:
+            records = list(records)
+            for i, item in zip(raw, self.prepare([records[i][1] for i in raw])):
+                offset, value, n = records[i]
+                records[i] = (offset, (value, item), n)
         items = [r[1][1] for r in records]
         rows = [r[2] for r in records]
         if self.fields is not None and rows.count(None):
@@ -528,8 +551,8 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
         messages = state.poll(batch_size)
         holder["idle"] = not messages
         cap = holder["cap"]
-        items = state.prepare([m.value() for m in messages])
-        for m, item in zip(messages, items):
+        touched = set()
+        for m in messages:
             if m.error() is not None:
                 continue
             key = (m.topic(), m.partition())
@@ -540,13 +563,18 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
                 if any(h[0] == "marker" for h in m.headers() or ()):
                     parts[key].record(m.offset(), m.headers(), None)
                 continue
-            for epoch, records in parts[key].record(m.offset(), m.headers(), (m.value(), item)):
+            touched.add(key)
+            for epoch, records in parts[key].record(m.offset(), m.headers(), m.value()):
                 if end_epoch is not None and epoch >= end_epoch:
                     continue
                 events = state.events(key[0], key[1], records)
                 if events:
                     state.records += len(events)
                     out.give_batch(cap, events, epoch)
+        for key in touched:
+            part = parts.get(key)
+            if part is not None and part.pending:
+                state.prepare_pending(part)
         hand_off()
         if holder["cap"] is None:
             return
