@@ -19,7 +19,9 @@ may pack events to go past the per-record cost of Kafka clients; see FACTS.md).
 
 ``PartitionEpochs`` is one partition's reader state: ``record`` is O(1) per record, a
 marker costs O(records of its epoch). ``Format`` (de)serializes values: ``json`` (the
-default, orjson) and ``msgpack``; ``loads_many`` decodes a whole list of values at once.
+default, orjson) and ``msgpack``; ``decode_each`` decodes a batch of values (small ones
+in one parse), never raising, and ``flatten`` turns the items of the records that count
+into events, naming the first bad one: O(bytes) and O(records).
 
 >>> p = PartitionEpochs("clicks", 0)
 >>> p.record(0, [("epoch", b"3")], b'{"user": 1}')

@@ -78,8 +78,10 @@ def _projection(fields: tuple) -> Callable[[list], list]:
         if not isinstance(event, Mapping):
             return Undecodable(f"event is {type(event).__name__} {event!r:.40}, not an object with "
                                f"fields {list(fields)}")
-        missing = next(f for f in fields if f not in event)
-        return Undecodable(f"event has no field {missing!r}; it has fields {sorted(event)!r:.200}")
+        missing = next((f for f in fields if f not in event), None)
+        if missing is None:
+            return Undecodable(f"event's fields {list(fields)} cannot be read")
+        return Undecodable(f"event has no field {missing!r}; it has fields {list(event)!r:.200}")
 
     def one(item: Any) -> Any:
         if type(item) is Undecodable:
