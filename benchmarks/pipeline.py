@@ -39,39 +39,24 @@ import run as pipeline  # noqa: E402
 import spark_jobs  # noqa: E402
 
 from broker.tansu import TansuBroker  # noqa: E402
-from timely.connectors.client import consumer_config, create_topics  # noqa: E402
-from timely.connectors.epochs import JSON  # noqa: E402
+from timely.connectors.client import consumer_config, create_topics, scan  # noqa: E402
+from timely.connectors.epochs import JSON, ROWS  # noqa: E402
 
 
 def bare_loop(brokers: str, topic: str, partitions: int) -> tuple[int, int, float]:
-    """The limit: a confluent-kafka consumer that decodes each record's value into its
-    events (a packed one by its ``rows`` header), the least a reader of the events must
-    do; ``(records, events, seconds)``, timed like ``dataflow_read``: from making the
-    consumer to the last event. It waits for a first record with ``poll`` and drains the
-    rest with a ``consume`` that does not wait: ``consume(n, timeout)`` waits out its
-    timeout unless n records come, which once added up to a second here."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    """The limit: a confluent-kafka consumer that reads the topic to its end
+    (``client.scan``) and decodes each record's value into its events (a packed one by
+    its ``rows`` header), the least a reader of the events must do; ``(records, events,
+    seconds)``, timed like ``dataflow_read``: from making the consumer to the last event."""
+    from confluent_kafka import Consumer
     start = time.perf_counter()
-    consumer = Consumer(consumer_config(brokers, None, {"enable.partition.eof": True}))
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    records = events = ends = 0
-    while ends < partitions:
-        first = consumer.poll(1.0)
-        if first is None:
-            continue
-        values, rows = [], []
-        for m in [first, *consumer.consume(10_000, 0)]:
-            error = m.error()
-            if error is None:
-                value = m.value()
-                if value:                           # (markers have none)
-                    n = next((int(v) for k, v in m.headers() or () if k == "rows"), None)
-                    values.append(value)
-                    rows.append(n)
-            elif error.code() == KafkaError._PARTITION_EOF:
-                ends += 1
-        records += len(values)
-        events += len(JSON.flatten(JSON.decode_each(values), rows, topic, 0, [0] * len(values)))
+    consumer = Consumer(consumer_config(brokers, None, None))
+    records = events = 0
+    for messages in scan(consumer, {(topic, p): 0 for p in range(partitions)}):
+        data = [m for m in messages if m.value()]           # (markers have none)
+        rows = [next((int(v) for k, v in m.headers() or () if k == ROWS), None) for m in data]
+        records += len(data)
+        events += len(JSON.decode([m.value() for m in data], rows, topic, 0, [m.offset() for m in data]))
     elapsed = time.perf_counter() - start
     consumer.close()
     return records, events, elapsed

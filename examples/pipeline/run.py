@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
 
 import spark_jobs  # noqa: E402
-from timely.connectors.client import consumer_config, create_topics  # noqa: E402
+from timely.connectors.client import consumer_config, create_topics, drain  # noqa: E402
 from timely.connectors.epochs import PartitionEpochs, complete_epochs  # noqa: E402
 from timely.launch import LocalCluster, free_port_range  # noqa: E402
 
@@ -60,10 +60,7 @@ class EpochWatcher:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                # wait for a first record only (consume(n, timeout) waits out its timeout
-                # unless n records come), then take what else is queued
-                first = self.consumer.poll(0.05)
-                for m in ([] if first is None else [first, *self.consumer.consume(10_000, 0)]):
+                for m in drain(self.consumer, 10_000, 0.05):
                     if m.error() is None:
                         self.states[m.partition()].record(m.offset(), m.headers(), m.value())
                 done = complete_epochs(self.states.values())

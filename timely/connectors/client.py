@@ -110,6 +110,17 @@ def create_topics(brokers: Brokers, topics: dict[str, int], add_config: Optional
                 raise ConnectorError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from None
 
 
+def drain(consumer: Any, batch: int = 10_000, timeout: float = 0.02) -> list:
+    """Up to ``batch`` messages the consumer has queued, waiting up to ``timeout``
+    seconds for the first of them only. (``consume(n, timeout)`` waits out its timeout
+    unless n messages come: measured against Tansu, a partial batch of 5,000 came
+    after 1,004 ms of a 1 s timeout.)"""
+    first = consumer.poll(timeout)
+    if first is None:
+        return []
+    return [first, *consumer.consume(batch - 1, 0)] if batch > 1 else [first]
+
+
 def scan(consumer: Any, starts: dict[tuple[str, int], int], batch: int = 10_000,
          timeout: float = 30.0) -> Iterator[list]:
     """Read the partitions ``{(topic, partition): start offset}`` to their current ends
@@ -123,7 +134,7 @@ def scan(consumer: Any, starts: dict[tuple[str, int], int], batch: int = 10_000,
     open_ = set(starts)
     last = time.monotonic()
     while open_:
-        messages = consumer.consume(batch, 0.02)   # it waits this long whenever fewer than batch came
+        messages = drain(consumer, batch)
         data = []
         for m in messages:
             error = m.error()

@@ -231,31 +231,30 @@ class KafkaSourceState:
         return items
 
     def prepare_pending(self, part: PartitionEpochs) -> None:
-        """Decode the records of ``part`` that wait for their marker and are not yet
-        decoded (a pending record's value becomes ``(value, item)``): done after each
+        """Decode the records of ``part`` that wait for their marker: done after each
         poll, so when the marker comes the epoch is decoded and the marker only hands its
         events on. Records whose marker came in the same poll were decoded with their
         epoch instead, one epoch at a time: a backlog is never decoded all at once."""
         for records in part.pending.values():
-            k = len(records)
-            while k and type(records[k - 1][1]) is not tuple:
-                k -= 1
-            if k < len(records):
-                for j, item in enumerate(self.prepare([r[1] for r in records[k:]]), k):
-                    offset, value, n = records[j]
-                    records[j] = (offset, (value, item), n)
+            self._decode_tail(records)
+
+    def _decode_tail(self, records: list) -> None:
+        """Decode, in place, the records [(offset, value, rows)] not yet decoded (the
+        value becomes ``(value, item)``, item from ``prepare``): they are the list's
+        tail, since a list is decoded up to its end after each poll."""
+        k = len(records)
+        while k and type(records[k - 1][1]) is not tuple:
+            k -= 1
+        if k < len(records):
+            for j, item in enumerate(self.prepare([r[1] for r in records[k:]]), k):
+                offset, value, n = records[j]
+                records[j] = (offset, (value, item), n)
 
     def events(self, topic: str, partition: int, records: list) -> list:
-        """The events of ``records`` [(offset, value or (value, item), rows)] (items
-        from ``prepare``; a bare value is decoded now); a bad one goes to the
-        dead-letter topic if one is configured, and otherwise raises a ``DecodeError``
-        naming it."""
-        raw = [i for i, r in enumerate(records) if type(r[1]) is not tuple]
-        if raw:
-            records = list(records)
-            for i, item in zip(raw, self.prepare([records[i][1] for i in raw])):
-                offset, value, n = records[i]
-                records[i] = (offset, (value, item), n)
+        """The events of ``records`` [(offset, value or (value, item), rows)], those not
+        yet decoded decoded now (in place); a bad one goes to the dead-letter topic if
+        one is configured, and otherwise raises a ``DecodeError`` naming it."""
+        self._decode_tail(records)
         items = [r[1][1] for r in records]
         rows = [r[2] for r in records]
         if self.fields is not None and rows.count(None):
@@ -630,15 +629,14 @@ def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size:
         messages = state.poll(min(batch_size, epoch_records or batch_size))
         holder["idle"] = not messages
         batches: dict = {}
-        items = state.prepare([m.value() for m in messages])
-        for m, item in zip(messages, items):
+        for m in messages:
             if m.error() is not None:
                 continue
             key = (m.topic(), m.partition())
             if key not in parts:
                 continue
             parts[key].position = m.offset() + 1
-            batches.setdefault(key, []).append((m.offset(), (m.value(), item), None))
+            batches.setdefault(key, []).append((m.offset(), m.value(), None))
         for (topic, partition), records in batches.items():
             events = state.events(topic, partition, records)
             if events:
