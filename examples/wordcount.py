@@ -11,7 +11,11 @@ stays exact. The end of the run checks the counts against a plain ``Counter``.
     python examples/wordcount.py -n 2 -p 2 -h hosts -j 0 --nn 3 --output out-{process}.json
 
 ``--exchange`` counts per epoch behind a plain ``Exchange`` instead (no migration:
-state splits when a process joins).
+state splits when a process joins): every word crosses to the worker that counts it,
+as in timely's WordCount. ``--combine`` counts per epoch too, but each worker first
+counts its own words (``accumulate``), and only those partial counts cross: one record
+per word, worker and epoch rather than one per occurrence (Naiad's partial aggregation),
+which is what lets ``-w 2`` add throughput (``benchmarks/wordcount.py``).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import random
 import sys
 import time as clock
 from collections import Counter
+from operator import itemgetter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -47,6 +52,30 @@ def count_words(words):
     return words.unary_notify(Exchange(None), "Count", [], logic)
 
 
+def count_lines(counts, lines):
+    """The partial count: a batch of lines' words added to this worker's counts (in C)."""
+    counts.update(" ".join(lines).split())
+    return counts
+
+
+def add_pairs(totals, pairs):
+    """The merge: partial ``(word, n)`` counts from every worker added up."""
+    for word, n in pairs:
+        totals[word] += n
+    return totals
+
+
+def count_words_combined(lines):
+    """Per epoch: (word, count) for every word seen, from per-worker partial counts that
+    are exchanged by word and summed (one record per word and worker crosses, not one
+    per occurrence)."""
+    return (lines.accumulate(Counter, count_lines, name="PartialCount")
+            .flat_map(Counter.items)
+            .exchange(itemgetter(0))
+            .accumulate(Counter, add_pairs, name="Count")
+            .flat_map(Counter.items))
+
+
 def add(word, n, total):
     """The fold: a word's running count, emitted each time it changes."""
     total = n if total is None else total + n
@@ -69,11 +98,14 @@ def synthetic_lines(lines, words_per_line, vocabulary, seed=7):
     return [" ".join(rng.choices(vocab, k=words_per_line)) for _ in range(lines)]
 
 
-def run(worker, lines, epochs, all_workers=False, exchange=False, epoch_delay=0.0, bins=256):
+def run(worker, lines, epochs, all_workers=False, exchange=False, epoch_delay=0.0, bins=256,
+        combine=False):
     """Feed ``lines`` over ``epochs`` epochs; returns this worker's captured output."""
     def build(scope):
         source, stream = scope.new_input()
-        if exchange:
+        if combine:
+            counted = count_words_combined(stream)
+        elif exchange:
             counted = count_words(stream.flat_map(str.split))
         else:
             counted = running_counts(stream, bins=bins)
@@ -104,7 +136,7 @@ def run(worker, lines, epochs, all_workers=False, exchange=False, epoch_delay=0.
 
 def merge(captures):
     """``{epoch: Counter}`` summed over the workers' captured per-epoch counts
-    (the ``count_words`` / ``--exchange`` output)."""
+    (the ``--exchange`` and ``--combine`` output)."""
     total: dict = {}
     for captured in captures:
         for epoch, pairs in captured.by_time().items():
@@ -131,14 +163,23 @@ def latest(batches, exchange=False):
 def expected_running(lines, epochs):
     """``{epoch: {word: running count}}`` for the words seen in each epoch, from a
     plain Counter (what the dataflow must produce, whatever the cluster did)."""
-    per_epoch = max(1, -(-len(lines) // epochs)) if lines else 0
     total: Counter = Counter()
+    out = {}
+    for epoch, seen in expected_per_epoch(lines, epochs).items():
+        total.update(seen)
+        out[epoch] = {w: total[w] for w in seen}
+    return out
+
+
+def expected_per_epoch(lines, epochs):
+    """``{epoch: {word: count in that epoch}}`` from a plain Counter (the ``--exchange`` /
+    ``--combine`` output)."""
+    per_epoch = max(1, -(-len(lines) // epochs)) if lines else 0
     out = {}
     for epoch in range(epochs):
         seen = Counter(w for line in lines[epoch * per_epoch:(epoch + 1) * per_epoch] for w in line.split())
-        total.update(seen)
         if seen:
-            out[epoch] = {w: total[w] for w in seen}
+            out[epoch] = dict(seen)
     return out
 
 
@@ -153,13 +194,16 @@ def main(argv):
     parser.add_argument("--epoch-delay", type=float, default=0.0, help="seconds each epoch stays open")
     parser.add_argument("--all-workers", action="store_true", help="every worker reads a share")
     parser.add_argument("--exchange", action="store_true", help="per-epoch counts behind a plain Exchange")
+    parser.add_argument("--combine", action="store_true",
+                        help="per-epoch counts from per-worker partial counts (implies per-epoch output)")
     parser.add_argument("--output", help="write this process's results (JSON); {process} is replaced")
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
     lines = synthetic_lines(args.lines, args.words_per_line, args.vocabulary)
     start = clock.perf_counter()
     def work(worker):
-        captured = run(worker, lines, args.epochs, args.all_workers, args.exchange, args.epoch_delay, args.bins)
+        captured = run(worker, lines, args.epochs, args.all_workers, args.exchange, args.epoch_delay, args.bins,
+                       args.combine)
         worker.run()                        # to the end: the bins held are final
         if not worker.stateful_states:
             return captured, None
@@ -182,18 +226,22 @@ def main(argv):
                   f"{h['shipped']} bins, received {h['received']}")
         print(f"process {config.process}: {sum(len(rs) for _, rs in batches)} updates in {elapsed:.2f} s")
         return
-    got = latest(batches, args.exchange)
+    per_epoch = args.exchange or args.combine
+    got = latest(batches, per_epoch)
     for epoch in sorted(got):
         top = sorted(got[epoch].items(), key=lambda kv: (-kv[1], kv[0]))[:3]
         print(f"epoch {epoch}: {len(got[epoch])} words updated; top {top}")
     words = args.lines * args.words_per_line
     print(f"wordcount: {config.workers} workers, {words:,} words in {elapsed:.2f} s "
           f"({words / elapsed:,.0f} words/s)")
-    if not args.exchange:
+    if per_epoch:
+        exact = got == expected_per_epoch(lines, args.epochs)
+        print(f"per-epoch counts exact: {exact}")
+    else:
         exact = got == expected_running(lines, args.epochs)
         print(f"running counts exact: {exact}")
-        if not exact:
-            raise SystemExit(1)
+    if not exact:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

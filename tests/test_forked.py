@@ -3,7 +3,8 @@
 Protects what a user of ``-w`` relies on when the workers are forked processes rather
 than threads: ``execute`` returns what ``build`` returned on each worker, by index, as
 with threads; the workers really are separate processes (so they compute in parallel
-on a GIL build) and exchange records exactly, in both progress modes; a worker that
+on a GIL build) and exchange records exactly, in both progress modes, WordCount's per-epoch
+jobs (every word exchanged, and partial counts) included; a worker that
 raises makes ``execute`` raise that worker's own error (not the "disconnected" the
 others saw), and a result that cannot travel back gives an error naming the worker;
 ``--worker-mode threads`` keeps threads; a bad ``worker_mode``, or ``processes`` with
@@ -30,6 +31,9 @@ import timely
 from timely import Config, ConfigError
 from timely.communication.cluster import workers_as_processes
 from timely.communication.cluster.forked import gil_enabled
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+import wordcount  # noqa: E402
 
 
 def exchanged_squares(worker, n=200):
@@ -59,6 +63,19 @@ def test_workers_are_processes_and_return_their_results_by_index(workers):
     check_squares(results, workers)
     pids = [pid for _, pid, _ in results]
     assert pids[0] == os.getpid() and len(set(pids)) == workers      # worker 0 runs here
+
+
+@pytest.mark.parametrize("combine", [False, True], ids=["every-word-exchanged", "partial-counts"])
+def test_wordcount_on_forked_workers_counts_every_epoch_exactly(combine):
+    """examples/wordcount.py's per-epoch jobs on 2 worker processes, each reading its share:
+    timely's (every word crosses to its counter) and ``--combine`` (partial counts per
+    worker cross), both equal to a plain Counter per epoch."""
+    lines = wordcount.synthetic_lines(3000, 10, 400)
+    config = Config.from_args(["-w", "2", "--worker-mode", "processes"])
+    captures = execute_bounded(config, lambda w: wordcount.run(w, lines, 3, all_workers=True, exchange=True,
+                                                               combine=combine), timeout=60)
+    got = {epoch: dict(counts) for epoch, counts in wordcount.merge(captures).items()}
+    assert got == wordcount.expected_per_epoch(lines, 3)
 
 
 def test_the_environment_chooses_for_auto(monkeypatch):

@@ -2,8 +2,8 @@
 
 Protects: what each operator does to records and their timestamps (map, flat_map,
 filter, map_batch, inspect, inspect_batch, exchange, broadcast, concat, partition,
-to_stream, unary, binary, binary_notify, probe, probe_with, capture), where records
-end up across workers (Pipeline keeps them local, Exchange routes every record to
+accumulate, count, to_stream, unary, binary, binary_notify, probe, probe_with, capture),
+where records end up across workers (Pipeline keeps them local, Exchange routes every record to
 exactly one worker chosen by its key, Broadcast copies every record to every worker),
 and the errors users get for misuse (a partition route out of range, sending on a
 closed input, moving an input back in time).
@@ -351,6 +351,78 @@ def test_unary_with_exchange_pact_counts_per_key_per_time(workers):
             totals[(t, k)] += n
     expected = Counter((r[1], r[2] % 4) for r in all_records(workers))
     assert totals == expected
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_accumulate_gives_one_value_per_time_and_worker_once_the_time_is_complete(workers):
+    """Each worker folds its own batches of a time (no record moves) and gives the result
+    only after the frontier passed that time; a time with no records gives nothing."""
+    def build(worker):
+        def dataflow(scope):
+            handle, stream = scope.new_input()
+            seen = stream.accumulate(list, lambda acc, batch: acc + batch)
+            counted = stream.count()
+            frontier_when_given = []
+            probe = seen.inspect_batch(
+                lambda t, rs: frontier_when_given.append((t, handle.time()))).probe()
+            return handle, seen.capture(), counted.capture(), probe, frontier_when_given
+
+        handle, seen, counted, probe, given = worker.dataflow(dataflow)
+        mine = worker_records(worker.index)
+        for epoch, records in enumerate(mine):
+            handle.send_batch(records[:3])
+            worker.step()
+            handle.send_batch(records[3:])
+            handle.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(handle.time()))
+        handle.advance_to(5)                    # epochs 3 and 4: no records at all
+        handle.close()
+        worker.run()
+        return mine, seen.by_time(), counted.by_time(), given
+
+    for mine, seen, counted, given in execute_bounded(workers, build):
+        assert seen == {e: [records] for e, records in enumerate(mine)}
+        assert counted == {e: [len(records)] for e, records in enumerate(mine)}
+        assert all(t < input_time for t, input_time in given)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_accumulate_exchange_accumulate_counts_words_like_a_counter(workers):
+    """Partial counts per worker, exchanged by word, merged: every word's total per epoch
+    on exactly one worker, equal to a plain Counter over all workers' input."""
+    def merge(totals, pairs):
+        for word, n in pairs:
+            totals[word] += n
+        return totals
+
+    def build(worker):
+        def dataflow(scope):
+            handle, stream = scope.new_input()
+            totals = (stream.accumulate(Counter, lambda c, words: (c.update(words), c)[1])
+                      .flat_map(Counter.items)
+                      .exchange(lambda pair: pair[0])
+                      .accumulate(Counter, merge)
+                      .flat_map(Counter.items))
+            return handle, totals.capture(), totals.probe()
+
+        handle, captured, probe = worker.dataflow(dataflow)
+        feed(worker, handle, probe, [[f"w{(worker.index * 7 + i * i) % 11}" for i in range(40 + e)]
+                                     for e in range(3)])
+        return timed(captured)
+
+    results = execute_bounded(workers, build)
+    got = [(t, word, n) for out in results for t, (word, n) in out]
+    assert len(got) == len({(t, word) for t, word, _ in got})      # one total per word and time
+    expected = Counter((e, f"w{(w * 7 + i * i) % 11}") for w in range(workers)
+                       for e in range(3) for i in range(40 + e))
+    assert {(t, word): n for t, word, n in got} == expected
+
+
+def test_accumulate_refuses_a_default_that_is_not_a_factory():
+    def build(worker):
+        worker.dataflow(lambda scope: scope.new_input()[1].accumulate(0, lambda n, b: n + len(b)))
+    with pytest.raises(TypeError, match="default must be a factory"):
+        execute_bounded(1, build)
 
 
 @pytest.mark.parametrize("workers", WORKERS)
