@@ -52,6 +52,8 @@ def test_pipeline_is_exact_across_a_join_and_a_crash(spark, tansu, progress_mode
     assert any("rollback 1" in line for line in report.cluster_log), "\n".join(report.cluster_log)
     assert report.recovery_s is not None and report.recovery_s > 0, "\n".join(lines)
     assert sorted(report.latencies_ms) == list(range(6))
+    # from the epoch's last marker in Kafka: no epoch's results can be complete before it
+    assert all(ms > 0 for ms in report.latencies_ms.values()), report.latencies_ms
 
 
 def test_the_check_catches_a_wrong_result(spark, tansu):
@@ -82,3 +84,11 @@ def test_a_negative_pace_is_refused_by_name(capsys):
         pipeline.main(["--pace", "-1"])
     assert e.value.code == 2
     assert "--pace must be >= 0 seconds, got -1.0" in capsys.readouterr().err
+
+
+def test_a_niceness_outside_0_to_19_is_refused_by_name(capsys):
+    """``--spark-nice`` takes what ``lower_priority`` can set, and says so before it starts anything."""
+    with pytest.raises(SystemExit) as e:
+        pipeline.main(["--spark-nice", "20"])
+    assert e.value.code == 2
+    assert "--spark-nice must be between 0 and 19, got 20" in capsys.readouterr().err

@@ -135,6 +135,29 @@ def test_a_local_sessions_python_workers_import_pyspark_from_the_installed_packa
 
 
 # ---- batch read ---------------------------------------------------------------------------
+def test_lower_priority_reaches_every_thread_of_the_jvm_and_the_python_workers_it_starts(spark):
+    """``lower_priority`` (make run's ``--spark-nice``) lowers Spark's priority, not the
+    driver's: every thread of the JVM, and the Python worker that runs a task after it,
+    are at the niceness asked for; asking again changes nothing; a niceness outside
+    0..19 is refused."""
+    from timely.connectors.spark import lower_priority
+
+    driver = os.getpriority(os.PRIO_PROCESS, 0)
+    lower_priority(spark, max(driver, 1))
+    jvm = spark.sparkContext._gateway.proc.pid
+    assert {os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir(f"/proc/{jvm}/task")} == {max(driver, 1)}
+
+    def niceness(_):
+        import os
+        yield os.getpriority(os.PRIO_PROCESS, 0)
+
+    assert spark.sparkContext.parallelize([0], 1).mapPartitions(niceness).collect() == [max(driver, 1)]
+    assert lower_priority(spark, max(driver, 1)) == 0
+    assert os.getpriority(os.PRIO_PROCESS, 0) == driver
+    with pytest.raises(ValueError, match="between 0 and 19"):
+        lower_priority(spark, 20)
+
+
 def test_batch_read_returns_exactly_the_complete_epochs(spark, tansu):
     topic = new_topic(tansu, 2)
     w = Writer(tansu, topic)

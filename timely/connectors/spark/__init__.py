@@ -16,7 +16,7 @@ Kafka option names over confluent-kafka::
 - ``reader``: batch and streaming reads, only of epochs complete in every partition;
 - ``writer``: batch and streaming writes, each epoch followed by its markers;
 - ``datasource``: ``TimelyKafkaDataSource``, which Spark calls to build them;
-- ``session``: ``local_session``, ``register`` and ``partition_for_kafka``.
+- ``session``: ``local_session``, ``register``, ``partition_for_kafka`` and ``lower_priority``.
 
 Costs: see each module.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 from .datasource import TimelyKafkaDataSource
 from .options import EARLIEST, LATEST, NAME, TopicPart
 from .reader import READ_SCHEMA
-from .session import local_session, partition_for_kafka, register
+from .session import local_session, lower_priority, partition_for_kafka, register
 
 __all__ = ["EARLIEST", "LATEST", "NAME", "READ_SCHEMA", "TimelyKafkaDataSource", "TopicPart",
-           "local_session", "partition_for_kafka", "register"]
+           "local_session", "lower_priority", "partition_for_kafka", "register"]

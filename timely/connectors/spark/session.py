@@ -1,8 +1,9 @@
 """A driver's side of ``timely-kafka``: a local SparkSession with the data source
-registered, and DataFrames laid out for its writer.
+registered, DataFrames laid out for its writer, and the session's CPU priority.
 
 Costs: starting a session takes about 4 s; ``partition_for_kafka`` costs a shuffle (and a
-sort within each partition).
+sort within each partition); ``lower_priority`` reads ``/proc`` once (O(processes of the
+machine + threads of the session)).
 """
 from __future__ import annotations
 
@@ -60,3 +61,52 @@ def local_session(app_name: str = "pytimely", cores: int = 2) -> SparkSession:
     spark.sparkContext.setLogLevel("WARN")
     register(spark)
     return spark
+
+
+def _children(pid: int) -> list[int]:
+    """Every process descended from ``pid`` (from ``/proc``), ``pid`` first."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue                    # gone since listed
+            parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(parents.get(p, ()))
+    return out
+
+
+def lower_priority(spark: SparkSession, nice: int = 10) -> int:
+    """Run the session's JVM, and every process it started (its Python workers), at
+    niceness ``nice``: every thread of them, since Linux keeps a niceness per thread,
+    and threads and processes they start later inherit it. On a machine that the
+    dataflow shares with a local Spark, the dataflow then gets the CPU as soon as it has
+    work, and Spark, a batch writer, takes the rest: the work done is the same, the
+    dataflow's latency is not spent queued behind Spark's. Raising a niceness needs no
+    privilege. Returns the number of threads changed (0 off Linux, or for a session
+    whose JVM this process did not start)."""
+    if not 0 <= nice <= 19:
+        raise ValueError(f"nice must be between 0 and 19, got {nice}")
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    if proc is None or not os.path.isdir("/proc"):
+        return 0
+    changed = 0
+    for pid in _children(proc.pid):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                if os.getpriority(os.PRIO_PROCESS, int(tid)) < nice:
+                    os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+                    changed += 1
+            except OSError:
+                pass                        # the thread ended since listed
+    return changed
