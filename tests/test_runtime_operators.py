@@ -395,10 +395,14 @@ def test_accumulate_exchange_accumulate_counts_words_like_a_counter(workers):
             totals[word] += n
         return totals
 
+    def count(counts, words):
+        counts.update(words)
+        return counts
+
     def build(worker):
         def dataflow(scope):
             handle, stream = scope.new_input()
-            totals = (stream.accumulate(Counter, lambda c, words: (c.update(words), c)[1])
+            totals = (stream.accumulate(Counter, count)
                       .flat_map(Counter.items)
                       .exchange(lambda pair: pair[0])
                       .accumulate(Counter, merge)
@@ -422,6 +426,20 @@ def test_accumulate_refuses_a_default_that_is_not_a_factory():
     def build(worker):
         worker.dataflow(lambda scope: scope.new_input()[1].accumulate(0, lambda n, b: n + len(b)))
     with pytest.raises(TypeError, match="default must be a factory"):
+        execute_bounded(1, build)
+
+
+def test_accumulate_names_a_logic_that_returns_nothing():
+    """An in-place update without ``return acc`` would give None as the time's result."""
+    def build(worker):
+        def dataflow(scope):
+            handle, stream = scope.new_input()
+            return handle, stream.accumulate(Counter, lambda c, batch: c.update(batch), name="Words").probe()
+        handle, probe = worker.dataflow(dataflow)
+        handle.send_batch(["a", "b"])
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+    with pytest.raises(TypeError, match="accumulate 'Words': logic returned None"):
         execute_bounded(1, build)
 
 

@@ -87,8 +87,9 @@ def lower_priority(spark: SparkSession, nice: int = 10) -> int:
     niceness ``nice``: every thread of them, since Linux keeps a niceness per thread,
     and threads and processes they start later inherit it. On a machine that the
     dataflow shares with a local Spark, the dataflow then gets the CPU as soon as it has
-    work, and Spark, a batch writer, takes the rest: the work done is the same, the
-    dataflow's latency is not spent queued behind Spark's. Raising a niceness needs no
+    work, and Spark, a batch writer, takes the rest: the dataflow's latency is not spent
+    queued behind Spark's work, and Spark's throughput falls where both want the CPU at
+    once (the README gives ``make run``'s figures). Raising a niceness needs no
     privilege. Returns the number of threads changed (0 off Linux, or for a session
     whose JVM this process did not start)."""
     if not 0 <= nice <= 19:

@@ -38,14 +38,14 @@ from .partition import partition
 from .probe import ProbeHandle, probe, probe_with
 from .to_stream import to_stream
 
-Stream.extend(accumulate=accumulate, count=count, map=map, flat_map=flat_map, filter=filter, map_batch=map_batch, inspect=inspect,
+Stream.extend(map=map, flat_map=flat_map, filter=filter, map_batch=map_batch, inspect=inspect,
               inspect_batch=inspect_batch, exchange=exchange, broadcast=broadcast, concat=concat,
               partition=partition, enter=enter, leave=leave, probe=probe, probe_with=probe_with,
-              capture=capture, unary=unary, unary_notify=unary_notify, binary=binary,
-              binary_notify=binary_notify)
+              capture=capture, accumulate=accumulate, count=count, unary=unary,
+              unary_notify=unary_notify, binary=binary, binary_notify=binary_notify)
 Scope.extend(new_input=new_input, to_stream=to_stream, feedback=feedback)
 
-__all__ = ["Captured", "accumulate", "count", "InputHandle", "LoopHandle", "Notificator", "OperatorInfo", "ProbeHandle",
-           "binary", "binary_notify", "broadcast", "capture", "concat", "enter", "exchange",
-           "feedback", "filter", "flat_map", "inspect", "inspect_batch", "leave", "map", "map_batch",
+__all__ = ["Captured", "InputHandle", "LoopHandle", "Notificator", "OperatorInfo", "ProbeHandle",
+           "accumulate", "binary", "binary_notify", "broadcast", "capture", "concat", "count", "enter",
+           "exchange", "feedback", "filter", "flat_map", "inspect", "inspect_batch", "leave", "map", "map_batch",
            "new_input", "partition", "probe", "probe_with", "to_stream", "unary", "unary_notify"]

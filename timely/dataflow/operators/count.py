@@ -4,7 +4,8 @@ when the time is complete (timely's ``Accumulate``: ``accumulate`` and ``count``
 ``accumulate(default, logic)`` keeps, for every time a batch arrives at, an accumulator
 made by ``default()`` (timely clones its default value; a Python factory such as
 ``int``, ``list`` or ``Counter`` gives each time a fresh one), replaces it with
-``logic(acc, batch)`` for every batch of that time, and gives it as the single output
+``logic(acc, batch)`` for every batch of that time (a ``logic`` that returns None, as an
+in-place update does, is an error that says so), and gives it as the single output
 record of that time once the input frontier has passed it. No record changes worker:
 each worker accumulates what it holds. Followed by an ``exchange`` and a second
 ``accumulate``, it is the partial (map-side) aggregation of Naiad and DryadLINQ: a
@@ -54,10 +55,14 @@ def accumulate(stream: Stream, default: Callable[[], A], logic: Callable[[A, lis
         for cap, batch in input:
             time = cap.time
             if time in held:
-                held[time] = logic(held[time], batch)
+                acc = logic(held[time], batch)
             else:
                 notificator.notify_at(cap.retain())
-                held[time] = logic(default(), batch)
+                acc = logic(default(), batch)
+            if acc is None:
+                raise TypeError(f"accumulate {name!r}: logic returned None; it must return the "
+                                f"accumulator (after counter.update(batch), return counter)")
+            held[time] = acc
         for cap in notificator:
             output.give(cap, held.pop(cap.time))
             cap.drop()
