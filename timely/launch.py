@@ -6,12 +6,13 @@ environment; ``join`` adds a process with ``-j B --nn N``. Output lines are coll
 with the time they were read. Processes are stopped by PID (never by name), and
 ``close`` reaps every one of them.
 
->>> ports = free_ports(3); len(set(ports)) == 3 and all(p > 1024 for p in ports)
+>>> ports = free_ports(3); len(set(ports)) == 3 and all(p in _listening_ports() for p in ports)
 True
 """
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import signal
 import socket
@@ -23,41 +24,72 @@ import time
 from typing import Optional, Sequence
 
 
+def _listening_ports() -> range:
+    """Where to look for ports a process will listen on later: below the range the
+    kernel hands out to outgoing connections (``ip_local_port_range``), from 10,000.
+    A port found free inside that range can be taken by any connection made before the
+    process that is to listen on it binds it (a joiner's or a replacement's port stays
+    reserved for seconds while Spark and the Kafka clients connect): the bind fails.
+    Off Linux, or when that range starts too low, the whole unprivileged range."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            first = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        first = 0
+    return range(10_000, first) if first > 12_000 else range(1024, 65536)
+
+
+def _bindable(port: int) -> Optional[socket.socket]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
 def free_port_range(n: int) -> int:
     """A port p such that p .. p + n - 1 were all free on 127.0.0.1 a moment ago (what
-    ``--metrics-port`` needs: process i serves on p + i)."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    ``--metrics-port`` needs: process i serves on p + i), below the ephemeral ports."""
+    ports = _listening_ports()
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(ports.start, ports.stop - n)
         socks = []
         try:
             for i in range(n):
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock = _bindable(port + i)
+                if sock is None:
+                    break
                 socks.append(sock)
-                sock.bind(("127.0.0.1", port + i))
-            return port
-        except OSError:
-            continue
+            else:
+                return port
         finally:
             for sock in socks:
                 sock.close()
-    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1")
+    raise RuntimeError(f"no {n} consecutive free ports on 127.0.0.1 in {ports.start}..{ports.stop - 1}")
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
-    socks, ports = [], []
+    """``n`` distinct TCP ports that were free on 127.0.0.1 a moment ago, below the
+    ephemeral ports (see ``_listening_ports``)."""
+    ports = _listening_ports()
+    rng = random.Random()
+    socks: list = []
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
+        for _ in range(200 * n):
+            if len(socks) == n:
+                break
+            sock = _bindable(rng.randrange(ports.start, ports.stop))
+            if sock is not None:
+                socks.append(sock)
+        if len(socks) < n:
+            raise RuntimeError(f"no {n} free ports on 127.0.0.1 in {ports.start}..{ports.stop - 1}")
+        return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()
-    return ports
 
 
 class Process:
