@@ -49,8 +49,8 @@ from timely.launch import LocalCluster, free_port_range  # noqa: E402
 
 class EpochWatcher:
     """Tails a topic and records when each epoch became complete in every partition
-    (what a reader of it can see), by the markers: ``completed_at`` in monotonic time,
-    ``completed_wall`` in wall-clock time (that of Kafka's record timestamps)."""
+    (what a reader of it can see), by the markers: ``completed_at``, in wall-clock time
+    (that of Kafka's record timestamps)."""
 
     def __init__(self, brokers: str, topic: str, partitions: int) -> None:
         from confluent_kafka import Consumer, TopicPartition
@@ -58,7 +58,6 @@ class EpochWatcher:
         self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         self.states = {p: PartitionEpochs(topic, p) for p in range(partitions)}
         self.completed_at: dict[int, float] = {}
-        self.completed_wall: dict[int, float] = {}
         self.error: Optional[BaseException] = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"watcher-{topic}")
@@ -72,10 +71,9 @@ class EpochWatcher:
                         self.states[m.partition()].record(m.offset(), m.headers(), None)
                 done = complete_epochs(self.states.values())
                 if done is not None:
-                    now, wall = time.monotonic(), time.time()
+                    now = time.time()
                     for e in range(done + 1):
-                        if e not in self.completed_at:
-                            self.completed_at[e], self.completed_wall[e] = now, wall
+                        self.completed_at.setdefault(e, now)
         except BaseException as exc:  # noqa: BLE001 - reported by stop()
             self.error = exc
 
@@ -120,15 +118,14 @@ class Report:
     clean: int = 0
     dropped: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
+    # per epoch, in wall-clock time (that of Kafka's record timestamps):
     written_at: dict = field(default_factory=dict)     # Spark's write of the epoch returned
-    written_wall: dict = field(default_factory=dict)   # the same, in wall-clock time
-    readable_at: dict = field(default_factory=dict)    # the epoch's last marker in the clicks topic (wall)
+    readable_at: dict = field(default_factory=dict)    # the epoch's last marker in the clicks topic
     completed_at: dict = field(default_factory=dict)   # its results complete in the results topic
-    completed_wall: dict = field(default_factory=dict)  # the same, in wall-clock time
     codes: list = field(default_factory=list)
     cluster_log: list = field(default_factory=list)
     check: list = field(default_factory=list)
-    killed_at: Optional[float] = None        # monotonic time of the SIGKILL
+    killed_at: Optional[float] = None        # wall-clock time of the SIGKILL
     recovery_s: Optional[float] = None       # SIGKILL -> the next epoch's results readable
 
     @property
@@ -138,8 +135,8 @@ class Report:
         by ``EpochWatcher``). Not from Spark's write returning: the driver learns that its
         job ended 20-60 ms after the markers are in Kafka, later when Spark runs at a
         lower priority, and the dataflow can have answered by then."""
-        return {e: (self.completed_wall[e] - t) * 1000 for e, t in self.readable_at.items()
-                if e in self.completed_wall}
+        return {e: (self.completed_at[e] - t) * 1000 for e, t in self.readable_at.items()
+                if e in self.completed_at}
 
     @property
     def differences(self) -> int:
@@ -216,7 +213,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         t = time.monotonic()
         for epoch in range(epochs):
             spark_jobs.write_epoch(rows, brokers, clicks, epoch, rows_per_message)
-            report.written_at[epoch], report.written_wall[epoch] = time.monotonic(), time.time()
+            report.written_at[epoch] = time.time()
             if epoch == join_after:
                 cluster.join(original=processes)
                 say(f"cluster: process {processes} joins after epoch {epoch}")
@@ -236,7 +233,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     while len(watcher.completed_at) < epochs and time.monotonic() < deadline:
         time.sleep(0.05)
     watcher.stop()
-    report.completed_at, report.completed_wall = watcher.completed_at, watcher.completed_wall
+    report.completed_at = watcher.completed_at
     shown = [line for line in report.cluster_log
              if any(s in line for s in ("read ", "joins", " ships ", "done in", "restarts", "roll back",
                                         "rollback ", "restored at", "finished joining"))]
@@ -249,7 +246,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     say(f"latency: epoch written (its last marker in {clicks}) -> results readable: p50 "
         f"{statistics.median(lat) if lat else float('nan'):.0f} ms, max {lat[-1] if lat else float('nan'):.0f} ms; "
         "per epoch (ms): " + ", ".join(f"{e}: {ms:.0f}" for e, ms in sorted(report.latencies_ms.items())))
-    lags = sorted((t - report.readable_at[e]) * 1000 for e, t in report.written_wall.items()
+    lags = sorted((t - report.readable_at[e]) * 1000 for e, t in report.written_at.items()
                   if e in report.readable_at)
     if lags:
         say(f"latency: Spark's driver saw each write return {statistics.median(lags):.0f} ms (p50) after the "
@@ -293,7 +290,7 @@ def crash(cluster: LocalCluster, processes: int, report: Report, say) -> None:
     """SIGKILL process 1; once a survivor has rolled back, start a replacement with
     process 1's arguments (it finds the cluster running and joins it)."""
     victim = cluster.processes[1]
-    report.killed_at = time.monotonic()
+    report.killed_at = time.time()
     cluster.kill(victim, signal.SIGKILL)
     victim.wait(10)
     say("cluster: process 1 SIGKILLed; the others roll back to their last checkpoint")

@@ -74,11 +74,11 @@ def _children(pid: int) -> list[int]:
             except (OSError, ValueError, IndexError):
                 continue                    # gone since listed
             parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    out, stack = [], [pid]
+    while stack:
+        p = stack.pop()
         out.append(p)
-        todo.extend(parents.get(p, ()))
+        stack.extend(parents.get(p, ()))
     return out
 
 
