@@ -235,6 +235,40 @@ def test_batch_write_then_read_round_trip(spark, tansu):
     assert sorted(json.loads(r.value)["m"] for r in back) == list(range(10))
 
 
+def test_fewer_writer_tasks_than_kafka_partitions_keep_each_partition_in_one_task(spark, tansu):
+    # One task per epoch is what the pipeline writes with: each Kafka partition must still
+    # have one writer, in epoch order, and land where one task per partition puts it.
+    topic = new_topic(tansu, 4)
+    data = [(f"u{i % 37}", f'{{"n":{i}}}', i % 3) for i in range(600)]
+    df = spark.createDataFrame(data, "user string, value string, epoch long")
+    laid = partition_for_kafka(df, 4, "user", tasks=2)
+    per_task = laid.rdd.glom().map(lambda rows: [(r.partition, r.epoch) for r in rows]).collect()
+    assert len(per_task) == 2
+    owner: dict[int, int] = {}
+    for task, rows in enumerate(per_task):
+        assert [e for _, e in rows] == sorted(e for _, e in rows)
+        for p, _ in rows:
+            assert owner.setdefault(p, task) == task, f"Kafka partition {p} is in two tasks"
+    assert sorted(owner) == [0, 1, 2, 3] and set(owner.values()) == {0, 1}
+    one_each = {r.user: r.partition for r in partition_for_kafka(df, 4, "user").collect()}
+    assert {r.user: r.partition for r in laid.collect()} == one_each
+
+    (laid.drop("user").write.format(FORMAT).option("kafka.bootstrap.servers", tansu.bootstrap)
+     .option("topic", topic).mode("append").save())
+    raw = raw_records(tansu, topic, 4)
+    for p in range(4):
+        values = check_epochs_and_markers(raw[p], [0, 1, 2])
+        want = {e: sorted(v for u, v, ee in data if ee == e and one_each[u] == p) for e in range(3)}
+        got = {e: sorted(json.dumps(n, separators=(",", ":")) for v in vs for n in json.loads(v))
+               for e, vs in values.items()}
+        assert got == want
+    back = read(spark, tansu, topic).collect()
+    assert sorted((r.value.decode(), r.epoch, r.partition) for r in back) == sorted(
+        (v, e, one_each[u]) for u, v, e in data)
+    with pytest.raises(ValueError, match="tasks must be 1..4"):
+        partition_for_kafka(df, 4, "user", tasks=5)
+
+
 def test_a_write_without_keys_is_packed_by_default_and_text_values_go_alone(spark, tansu):
     topic = new_topic(tansu, 1)
     values = [f'{{"n": {i}}}' for i in range(250)]

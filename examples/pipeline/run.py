@@ -159,7 +159,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
                  progress: tuple = (), workers: int = 1, pace: float = 0.0,
                  migration: str = "all-at-once", kill_after: Optional[int] = -1, metrics_port: int = 0,
                  screenshot: Optional[str] = None, rows_per_message: Optional[int] = None,
-                 spark_nice: int = 0, say=print) -> Report:
+                 spark_nice: int = 0, writer_tasks: Optional[int] = 1, say=print) -> Report:
     """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
     whose write a process joins (default a third of the way; -1 for none);
     ``kill_after``: the epoch after whose write process 1 is SIGKILLed and a
@@ -168,7 +168,10 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     ``screenshot``: a PNG of the status page taken once the joiner holds bins;
     ``rows_per_message``: clicks per Kafka record Spark writes (None: its packed default);
     ``spark_nice``: the niceness Spark runs at once its workers are up (``lower_priority``;
-    0, the default: as started)."""
+    0, the default: as started); ``writer_tasks``: Spark tasks that write each epoch,
+    each writing whole Kafka partitions (None: one per Kafka partition; 1, the default:
+    on a machine whose cores the dataflow shares, one task per epoch costs Spark least,
+    as each task of a Python data source costs tens of milliseconds of CPU)."""
     report = Report()
     run = uuid.uuid4().hex[:8]
     clicks, results = f"clicks-{run}", f"results-{run}"
@@ -179,7 +182,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     t = time.monotonic()
     raw = spark_jobs.raw_clicks(spark, events, epochs)
     clean, counts = spark_jobs.clean(raw, spark_jobs.catalog(spark, 500))
-    rows = spark_jobs.to_kafka_rows(clean, partitions)
+    rows = spark_jobs.to_kafka_rows(clean, partitions, writer_tasks)
     rows.count()
     report.raw, report.clean, report.dropped = counts["raw"], counts["clean"], counts["dropped"]
     report.seconds["spark clean"] = time.monotonic() - t
@@ -326,7 +329,12 @@ def main(argv: list[str]) -> int:
                         help="niceness of Spark's JVM and Python workers once they are up (default 0: as "
                              "started; 10: on a shared machine the dataflow gets the CPU first, for lower "
                              "latency and lower throughput)")
+    parser.add_argument("--writer-tasks", type=int, default=1,
+                        help="Spark tasks that write each epoch, each writing whole Kafka partitions "
+                             "(default 1: Spark's CPU per epoch is least, and the dataflow gets the other core)")
     args = parser.parse_args(argv)
+    if not 1 <= args.writer_tasks <= args.partitions:
+        parser.error(f"--writer-tasks must be between 1 and --partitions ({args.partitions}), got {args.writer_tasks}")
     if not 0 <= args.spark_nice <= 19:
         parser.error(f"--spark-nice must be between 0 and 19, got {args.spark_nice}")
     if args.pace < 0:
@@ -347,7 +355,7 @@ def main(argv: list[str]) -> int:
         report = run_pipeline(spark, brokers, args.events, args.epochs, args.partitions,
                               join_after=args.join_after, progress=progress, kill_after=args.kill_after,
                               metrics_port=metrics_port, screenshot=args.screenshot, pace=args.pace,
-                              spark_nice=args.spark_nice)
+                              spark_nice=args.spark_nice, writer_tasks=args.writer_tasks)
         spark.stop()
     finally:
         if broker is not None:

@@ -73,14 +73,15 @@ def clean(raw: Any, pages: Any, window_s: int = 60) -> tuple[Any, dict]:
     return events, {"raw": counts["rows"], "clean": kept, "dropped": dropped}
 
 
-def to_kafka_rows(events: Any, partitions: int) -> Any:
+def to_kafka_rows(events: Any, partitions: int, tasks: Optional[int] = None) -> Any:
     """Events as ``value`` (JSON) + ``epoch``, laid out so that each Kafka partition
-    (by user) is written by one Spark task; cached."""
+    (by user) is written by one of ``tasks`` Spark tasks (default: one per Kafka
+    partition); cached."""
     from pyspark.sql import functions as F
     from timely.connectors.spark import partition_for_kafka
     rows = events.select(F.to_json(F.struct("user", "page", "category", "ts")).alias("value"),
                          "epoch", "user")
-    return partition_for_kafka(rows, partitions, key_col="user").cache()
+    return partition_for_kafka(rows, partitions, key_col="user", tasks=tasks).cache()
 
 
 def warm_up(spark: Any, brokers: str) -> Optional[str]:

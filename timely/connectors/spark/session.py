@@ -17,16 +17,32 @@ from pyspark.sql import functions as F
 from .datasource import TimelyKafkaDataSource
 
 
-def partition_for_kafka(df: DataFrame, partitions: int, key_col: Optional[str] = None) -> DataFrame:
-    """``df`` laid out for the writer: ``partitions`` Spark partitions, Spark partition i
-    holding exactly the rows of Kafka partition i (column ``partition``), by the hash of
-    ``key_col`` (Spark's ``hash``, as ``pmod(hash(key), partitions)``) or round-robin,
-    and, in a batch DataFrame with an ``epoch`` column, sorted by epoch. Costs a shuffle
-    (and a sort within each partition)."""
+def partition_for_kafka(df: DataFrame, partitions: int, key_col: Optional[str] = None,
+                        tasks: Optional[int] = None) -> DataFrame:
+    """``df`` laid out for the writer: column ``partition`` (the Kafka partition) by the
+    hash of ``key_col`` (Spark's ``hash``, as ``pmod(hash(key), partitions)``) or
+    round-robin, and ``tasks`` Spark partitions (default ``partitions``: Spark partition
+    i holds exactly Kafka partition i), each holding whole Kafka partitions, so that
+    every Kafka partition has one writer task; in a batch DataFrame with an ``epoch``
+    column, each Spark partition is sorted by epoch.
+
+    Fewer tasks than Kafka partitions pay off when a write is small: each task of a
+    Python data source costs Spark tens of milliseconds of CPU (a Python worker takes
+    the task, unpickles the writer, opens Arrow streams), which an epoch of 100k rows
+    written as one job per epoch pays once per task. Costs a shuffle (and a sort within
+    each partition); with ``tasks`` below ``partitions``, a second one, by range of
+    ``partition``."""
+    tasks = partitions if tasks is None else tasks
+    if not 1 <= tasks <= partitions:
+        raise ValueError(f"partition_for_kafka: tasks must be 1..{partitions} (each Kafka partition "
+                         f"written by one task), got {tasks}")
     df = df.repartition(partitions, F.col(key_col)) if key_col else df.repartition(partitions)
     df = df.withColumn("partition", F.spark_partition_id())
+    if tasks < partitions:
+        # a range never splits one value: each Kafka partition stays in one Spark partition
+        df = df.repartitionByRange(tasks, "partition")
     if "epoch" in df.columns and not df.isStreaming:
-        df = df.sortWithinPartitions("epoch")
+        df = df.sortWithinPartitions("epoch", "partition")
     return df
 
 

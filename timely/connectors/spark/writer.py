@@ -5,9 +5,9 @@ Input columns: ``value`` (binary or string), optional ``key`` (binary or
 string), optional ``partition`` (the Kafka partition; absent: the Spark partition id
 modulo the topic's partition count), and for batch writes ``epoch`` (or the ``epoch``
 option). Each Kafka partition must be written by one Spark task: ``partition_for_kafka``
-lays a DataFrame out that way (one Kafka partition per Spark partition, rows in epoch
-order). A batch task writes each epoch's rows of a partition, waits for their delivery
-to learn their offsets, then appends the epoch's marker with that range; the driver's
+lays a DataFrame out that way (whole Kafka partitions in each Spark partition, by
+default one each; rows in epoch order). A batch task writes each epoch's rows of a
+partition, waits for their delivery to learn their offsets, then appends the epoch's marker with that range; the driver's
 commit appends (empty-epoch) markers to the partitions no task wrote, and raises if two
 tasks wrote one partition (their rows are written by then; the second task's rows fall
 outside the first marker and readers drop them). A streaming task writes data rows
