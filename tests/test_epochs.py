@@ -293,9 +293,9 @@ def test_one_bad_value_in_a_json_batch_is_found(events, data):
     values = [orjson.dumps(e) for e in events]
     bad = data.draw(bad_json)
     try:
-        orjson.loads(bad)
+        JSON.loads(bad)
         return                      # (random bytes that happen to be JSON)
-    except orjson.JSONDecodeError:
+    except ValueError:              # (msgspec.DecodeError is one)
         pass
     at = data.draw(st.integers(0, len(values)))
     values.insert(at, bad)

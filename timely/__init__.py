@@ -19,7 +19,7 @@ from .worker import Worker, WorkerAborted
 
 try:
     from .connectors import kafka as _kafka  # noqa: F401 - offers scope.kafka_source, stream.kafka_sink / kafka_commit
-except ImportError as _missing:          # the [kafka] extra (confluent-kafka, orjson) is not installed
+except ImportError as _missing:          # the [kafka] extra (confluent-kafka, orjson, msgspec) is not installed
     from .dataflow.scope import Scope
     from .dataflow.stream import Stream
     Scope.extend_unavailable(_missing, "pytimely[kafka]", "kafka_source")

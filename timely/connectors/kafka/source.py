@@ -30,15 +30,14 @@ decoded one epoch at a time. An epoch waiting for its marker takes its events' m
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from operator import itemgetter
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ...dataflow.channels import Direct
 from ...dataflow.operators import OperatorInfo
 from ..client import (Brokers, ConnectorError, brokers_string, consumer_config, log, producer_config,
                       topic_partitions)
-from ..epochs import DecodeError, Format, PartitionEpochs, Undecodable, format_of
+from ..epochs import JSON, DecodeError, Format, PartitionEpochs, Undecodable, format_of
+from .projection import Rows, json_projection, projection
 
 __all__ = ["kafka_source", "KafkaSourceState"]
 
@@ -51,64 +50,6 @@ def _sources(worker: Any) -> dict:
     if found is None:
         found = worker.kafka_sources = {}
     return found
-
-
-class _Rows(list):
-    """A packed value's events, projected to the source's fields."""
-    __slots__ = ()
-
-
-def _projection(fields: tuple) -> Callable[[list], list]:
-    """``items -> items`` with each event, a mapping, replaced by the tuple of its
-    ``fields`` (a packed value's events each, as ``_Rows``); an event without them
-    becomes an ``Undecodable`` naming the field. Costs: one C call per batch when every
-    value is one event, one per value when packed.
-
-    >>> project = _projection(("b", "a"))
-    >>> project([{"a": 1, "b": 2}, [{"a": 3, "b": 4, "c": 5}], {"a": 6}])
-    [(2, 1), [(4, 3)], Undecodable("event has no field 'b'; it has fields ['a']")]
-    """
-    if len(fields) == 1:
-        (only,) = fields
-        get: Callable[[Any], tuple] = lambda e: (e[only],)  # noqa: E731 - itemgetter(f) gives no tuple
-    else:
-        get = itemgetter(*fields)
-
-    def bad(event: Any) -> Undecodable:
-        if not isinstance(event, Mapping):
-            return Undecodable(f"event is {type(event).__name__} {event!r:.40}, not an object with "
-                               f"fields {list(fields)}")
-        missing = next((f for f in fields if f not in event), None)
-        if missing is None:
-            return Undecodable(f"event's fields {list(fields)} cannot be read")
-        return Undecodable(f"event has no field {missing!r}; it has fields {list(event)!r:.200}")
-
-    def one(item: Any) -> Any:
-        if type(item) is Undecodable:
-            return item
-        if isinstance(item, list):
-            try:
-                return _Rows(map(get, item))
-            except Exception:  # noqa: BLE001 - name the event below
-                for event in item:
-                    try:
-                        get(event)
-                    except Exception:  # noqa: BLE001 - not a mapping with the fields
-                        return bad(event)
-                raise
-        try:
-            return get(item)
-        except Exception:  # noqa: BLE001 - not a mapping with the fields
-            return bad(item)
-
-    def project(items: list) -> list:
-        if set(map(type, items)) == {dict}:
-            try:
-                return list(map(get, items))
-            except Exception:  # noqa: BLE001 - some event lacks a field: find it below
-                pass
-        return [one(i) for i in items]
-    return project
 
 
 def _starting(starting_offsets: Any, topic: str, partition: int) -> int:
@@ -137,7 +78,10 @@ class KafkaSourceState:
         self.brokers = brokers
         #: the fields each event is projected to (a tuple in this order), or None: whole events
         self.fields = None if fields is None else tuple(fields)
-        self._project = None if fields is None else _projection(self.fields)
+        self._project = None if fields is None else projection(self.fields)
+        #: JSON values decoded straight into the fields' tuples (None: decode, then project)
+        self._decode_projected = (json_projection(self.fields, self._decode_then_project)
+                                  if value_format is JSON and self.fields else None)
         #: epochs from here on are read but not given to the dataflow: never committed
         self.end_epoch = end_epoch
         self.group_id = group_id
@@ -225,6 +169,11 @@ class KafkaSourceState:
     def prepare(self, values: list) -> list:
         """Each value decoded (and projected to ``fields``), one item per value: its
         event, its list of events if packed, or an ``Undecodable``."""
+        if self._decode_projected is not None:
+            return self._decode_projected(values)
+        return self._decode_then_project(values)
+
+    def _decode_then_project(self, values: list) -> list:
         items = self.format.decode_each(values)
         if self._project is not None:
             items = self._project(items)
@@ -260,7 +209,7 @@ class KafkaSourceState:
         if self.fields is not None and rows.count(None):
             # one event per record, but its value was an array: there are no fields to take
             items = [Undecodable(f"value is an array of {len(i)} without header 'rows', not an object "
-                                 f"with fields {list(self.fields)}") if n is None and type(i) is _Rows else i
+                                 f"with fields {list(self.fields)}") if n is None and type(i) is Rows else i
                      for i, n in zip(items, rows)]
         offsets = [r[0] for r in records]
         try:
@@ -382,8 +331,9 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     may wait, against the CPU a quiet worker spends; ``fields``: give each event as the
     tuple of these fields, in this order (events are objects; one without a field is
     undecodable, and goes where a value that does not decode goes), taken as the record
-    is read: cheaper than a ``map`` after the source, and an epoch's events wait for
-    their marker as tuples, not whole objects.
+    is read: cheaper than a ``map`` after the source (JSON values decode straight into
+    the tuples, the events' other fields skipped: ``projection``), and an epoch's events
+    wait for their marker as tuples, not whole objects.
     """
     topics = [topics] if isinstance(topics, str) else list(topics)
     if not topics:
