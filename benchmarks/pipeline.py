@@ -10,7 +10,8 @@
    the packed read against the bare loop's one event per record (what packing buys over
    the client's per-record cost).
 3. End to end (examples/pipeline, ``make run``'s configuration without its SIGKILL):
-   Spark writes epoch by epoch while a 2-process cluster (a third joins) aggregates
+   Spark writes epoch by epoch, one task an epoch (``make run``'s ``--writer-tasks 1``),
+   while a 2-process cluster (a third joins) aggregates
    into Kafka: clicks/s from the first write until the last results are in Kafka, and
    per epoch the time from the epoch being complete in the clicks topic (the timestamp
    of its last marker) to its results being complete in the results topic; in
