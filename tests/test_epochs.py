@@ -327,3 +327,31 @@ def test_raw_and_custom_formats():
     assert msgpack.unpackb(MSGPACK.dumps_many([1, "a"])) == [1, "a"]
     with pytest.raises(ValueError, match="unknown value format 'yaml'"):
         format_of("yaml")
+
+
+@given(st.lists(json_events.map(orjson.dumps) | bad_json | st.text(max_size=4).map(str.encode), min_size=1,
+                max_size=6), st.booleans())
+def test_json_join_packs_values_as_written_only_when_each_is_one_json_value(values, as_str):
+    """Spark's writer packs JSON values without decoding and encoding them again when
+    ``join_many`` says they are each one JSON value: the packed value must then read
+    back as exactly those values, one event each; any other batch gives None (and the
+    writer takes the per-value path, which names or sends alone the bad ones)."""
+    if as_str:
+        try:
+            values = [v.decode() for v in values]
+        except UnicodeDecodeError:
+            return
+    def is_json(value) -> bool:
+        try:
+            JSON.loads(value)
+            return True
+        except ValueError:
+            return False
+    valid = list(map(is_json, values))
+    joined = JSON.join_many(values)
+    if joined is None:
+        # None only where some value is bad, or has whitespace around it
+        assert not all(valid) or any(v != v.strip() for v in values)
+        return
+    assert all(valid)
+    assert JSON.decode([joined], [len(values)], T, P, [0]) == [JSON.loads(v) for v in values]

@@ -253,7 +253,8 @@ class Format:
 
     def __init__(self, name: str, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any],
                  loads_array: Optional[Callable[[list[bytes]], list]] = None,
-                 dumps_many: Optional[Callable[[list], bytes]] = None, packs: bool = False) -> None:
+                 dumps_many: Optional[Callable[[list], bytes]] = None, packs: bool = False,
+                 join_many: Optional[Callable[[list], Optional[bytes]]] = None) -> None:
         self.name = name
         #: our writers pack values of this format by default (``PACKED_ROWS`` per record)
         self.packs = packs
@@ -262,6 +263,9 @@ class Format:
         self._loads_array = loads_array
         #: one value holding a list of events (a record with header ``rows: len(events)``)
         self.dumps_many = dumps_many or dumps
+        #: ``values -> packed value`` made of the values as they are (no decode, no
+        #: encode), or None when some value is not exactly one value of the format
+        self.join_many = join_many
 
     def decode(self, values: list, rows: list, topic: str, partition: int, offsets: list) -> list:
         """The events in ``values`` (``rows[i]`` not None: value i packs that many)."""
@@ -342,11 +346,39 @@ def _json_array(values: list[bytes]) -> list:
     return _json_decoder.decode(b"[" + b",".join(values) + b"]")
 
 
+_raw_items = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _json_join(values: list) -> Optional[bytes]:
+    """The JSON array of ``values`` (all str or all bytes) as they are, if each is
+    exactly one JSON value; otherwise None. One validating parse that builds no objects:
+    the array must have one item per value, each as long as its value (in bytes), which
+    leaves no room for a value to hold two items or part of one, nor whitespace around
+    one.
+
+    >>> _json_join(['{"a": 1}', "[2, 3]", '"é"']), _json_join(["1,[2", "3]"]), _json_join([b" 1"])
+    (b'[{"a": 1},[2, 3],"\xc3\xa9"]', None, None)
+    """
+    try:
+        if type(values[0]) is str and not all(map(str.isascii, values)):
+            values = [v.encode() for v in values]
+        if type(values[0]) is str:
+            joined = ("[" + ",".join(values) + "]").encode()
+        else:
+            joined = b"[" + b",".join(values) + b"]"
+        items = _raw_items.decode(joined)
+    except (TypeError, IndexError, AttributeError, UnicodeError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if len(items) != len(values) or list(map(len, items)) != list(map(len, values)):
+        return None
+    return joined
+
+
 def _msgpack_loads(value: bytes) -> Any:
     return msgpack.unpackb(value, raw=False, strict_map_key=False)
 
 
-JSON = Format("json", orjson.dumps, _json_loads, _json_array, packs=True)
+JSON = Format("json", orjson.dumps, _json_loads, _json_array, packs=True, join_many=_json_join)
 MSGPACK = Format("msgpack", msgpack.packb, _msgpack_loads, packs=True)
 def _raw_cannot_pack(events: list) -> bytes:
     raise ValueError("value format 'raw' cannot pack several values into one record "

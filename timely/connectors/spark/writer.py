@@ -17,7 +17,9 @@ aborted write appends nothing, so its records stay orphans that no marker covers
 Costs: one produce call per record, two delivery callbacks per (partition, epoch), one
 wait for delivery per (partition, epoch) in batch writes; a task finds the stretches of
 rows with one partition and epoch with Arrow's kernels, so the Python work per row is
-only what its record needs (packed: a decode of the value in the format).
+only what its record needs (packed JSON: one validating parse per pack, which builds no
+objects, and the values go as written; a pack with a bad value, or msgpack: a decode of
+each value, and the valid ones encoded again).
 """
 from __future__ import annotations
 
@@ -170,6 +172,10 @@ class _TaskWriter:
 
     def _pack(self, run: _Run, values: list) -> None:
         fmt = self.conf.format
+        joined = fmt.join_many(values) if fmt.join_many is not None else None
+        if joined is not None:          # every value valid: packed as written, not re-encoded
+            self._emit(run, None, joined, epochs.data_headers(run.epoch, rows=len(values)))
+            return
         if self.conf.rows_auto:
             # Packed by default, not by request: a value that is not valid in the format
             # (plain text, with the default json) goes alone, in its place, as it always did.
