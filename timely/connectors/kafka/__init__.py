@@ -5,6 +5,8 @@ Named after bytewax's and Spark's Kafka connectors: ``brokers``, ``topics``,
 
 - ``source``: ``scope.kafka_source(brokers, topics, ...)``, each record at its epoch,
   the partitions following the workers;
+- ``projection``: its events as the tuples of the fields it is asked for (``fields=``),
+  JSON decoded straight into them;
 - ``commit``: ``stream.kafka_commit(source, ...)`` commits a source's offsets once
   ``stream``'s frontier has passed the epochs they end;
 - ``sink``: ``stream.kafka_sink(brokers, topic, ...)`` writes each epoch's records, then
