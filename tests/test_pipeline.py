@@ -92,3 +92,13 @@ def test_a_niceness_outside_0_to_19_is_refused_by_name(capsys):
         pipeline.main(["--spark-nice", "20"])
     assert e.value.code == 2
     assert "--spark-nice must be between 0 and 19, got 20" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tasks", ["0", "5"])
+def test_writer_tasks_outside_1_to_the_partitions_are_refused_by_name(capsys, tasks):
+    """Each Kafka partition needs one writer task: ``--writer-tasks`` takes 1 to
+    ``--partitions``, and says so before it starts anything."""
+    with pytest.raises(SystemExit) as e:
+        pipeline.main(["--writer-tasks", tasks, "--partitions", "4"])
+    assert e.value.code == 2
+    assert f"--writer-tasks must be between 1 and --partitions (4), got {tasks}" in capsys.readouterr().err
