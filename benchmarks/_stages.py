@@ -3,8 +3,9 @@ workers, the dataflow processes, the broker (Tansu) and the driver.
 
 ``StageSampler(root)`` samples, every ``interval`` seconds on a thread, the CPU time of
 ``root`` and every process descended from it, each counted under its stage (by its
-command line) at the last value seen, so a process that has exited still counts what it
-had used at its last sample. ``totals()`` is the CPU by stage so far; the difference of
+command line, by ``stage_of`` or the ``classify`` given, with its own ``stages``) at the
+last value seen, so a process that has exited still counts what it had used at its last
+sample. ``totals()`` is the CPU by stage so far; the difference of
 two is what a phase used. Cost per sample: one read of ``/proc/*/stat``, and of the command
 line of each process of the tree.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 STAGES = ["Spark JVM", "Spark Python workers", "dataflow processes", "broker (Tansu)", "driver"]
 
@@ -55,9 +56,13 @@ class StageSampler:
     """Samples the CPU of ``root``'s process tree by stage (see the module); a context
     manager that starts and stops its thread."""
 
-    def __init__(self, root: int, interval: float = 0.2) -> None:
+    def __init__(self, root: int, interval: float = 0.2, stages: Optional[list] = None,
+                 classify: Optional[Callable[[str], Optional[str]]] = None) -> None:
         self.root = root
         self.interval = interval
+        #: the stages counted, and the stage of a command line (default: this module's)
+        self.stages = STAGES if stages is None else stages
+        self.classify = stage_of if classify is None else classify
         self._seen: dict[int, tuple[str, float]] = {}     # pid -> (stage, CPU at its last sample)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -85,7 +90,7 @@ class StageSampler:
                         cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
                 except OSError:
                     continue
-                stage = stage_of(cmdline)
+                stage = self.classify(cmdline)
                 if stage is not None:
                     self._seen[pid] = (stage, stats[pid][1])
 
@@ -93,7 +98,7 @@ class StageSampler:
         """CPU seconds by stage so far (takes a sample first)."""
         self.sample()
         with self._lock:
-            out = dict.fromkeys(STAGES, 0.0)
+            out = dict.fromkeys(self.stages, 0.0)
             for stage, cpu in self._seen.values():
                 out[stage] += cpu
         return out
@@ -114,4 +119,4 @@ class StageSampler:
 
 def difference(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
     """What each stage used between two ``totals``."""
-    return {s: after[s] - before[s] for s in STAGES}
+    return {s: after[s] - before.get(s, 0.0) for s in after}

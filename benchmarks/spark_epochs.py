@@ -1,0 +1,142 @@
+"""What Spark's epoch-by-epoch writes cost, by writer tasks: why ``make run`` writes each
+epoch with one Spark task.
+
+Spark alone (no dataflow running) writes the pipeline's clean clicks (1M, 10 epochs, 4
+Kafka partitions; ``--quick``: 200k) with ``timely-kafka`` three ways, for each layout of
+``partition_for_kafka(..., tasks=N)`` (N = 4, one task per Kafka partition; 2; 1):
+
+- epoch by epoch: one Spark job per epoch, as ``make run`` does;
+- empty jobs: as many jobs again, for epochs that have no rows: what a job costs
+  whatever it writes (planning it, its tasks, its commit);
+- one job: every epoch in a single write.
+
+For each, the wall time and the CPU seconds per million clicks of the Spark JVM and of
+Spark's Python processes by role: the workers that run the write tasks, the planner
+(``write_into_data_source``, once per job) and the committer
+(``commit_data_source_write``, once per job), and Tansu's. The layouts take turns,
+``--repeat`` rounds (best of the rounds by wall time is reported). PNG: CPU per million
+clicks by role, per layout and way, stacked.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from _common import ROOT, figure, parse_args, style, table, write_report
+from _stages import StageSampler, difference, stage_of
+
+sys.path.insert(0, os.path.join(ROOT, "examples", "pipeline"))
+
+import spark_jobs  # noqa: E402
+
+from broker.tansu import TansuBroker  # noqa: E402
+from timely.connectors.client import create_topics  # noqa: E402
+
+ROLES = ["Spark JVM", "Python: write tasks", "Python: planner", "Python: committer", "broker (Tansu)"]
+
+
+def role_of(cmdline: str):
+    """A process's role: Spark's Python processes by the pyspark module they serve."""
+    stage = stage_of(cmdline)
+    if stage != "Spark Python workers":
+        return stage if stage in ROLES else None
+    if "write_into_data_source" in cmdline:
+        return "Python: planner"
+    if "commit_data_source_write" in cmdline:
+        return "Python: committer"
+    if cmdline.rstrip().endswith("pyspark.worker"):
+        return "Python: write tasks"
+    return None
+
+
+def layout(tasks: int) -> str:
+    return f"{tasks} task{'s' if tasks > 1 else ''}"
+
+
+def main() -> None:
+    args = parse_args("spark_epochs", __doc__.splitlines()[0],
+                      lambda p: p.add_argument("--repeat", type=int, default=2, help="rounds, layouts in turns"))
+    events, epochs, partitions = (200_000, 10, 4) if args.quick else (1_000_000, 10, 4)
+    from timely.connectors.spark import local_session
+    results: dict = {}
+    with TansuBroker() as broker:
+        brokers = broker.bootstrap
+        spark = local_session("spark-epochs")
+        raw = spark_jobs.raw_clicks(spark, events, epochs)
+        clean, counts = spark_jobs.clean(raw, spark_jobs.catalog(spark, 500))
+        layouts = {}
+        for tasks in (4, 2, 1):
+            layouts[tasks] = spark_jobs.to_kafka_rows(clean, partitions, tasks)
+            layouts[tasks].count()
+        spark_jobs.warm_up(spark, brokers)
+        clicks = counts["clean"]
+        per_million = 1e6 / clicks
+        with StageSampler(os.getpid(), stages=ROLES, classify=role_of) as sampler:
+            def measure(label: str, tasks: int, write) -> None:
+                topic = f"{label.replace(' ', '-')}-{tasks}-{time.monotonic_ns()}"
+                create_topics(brokers, {topic: partitions})
+                before, t = sampler.totals(), time.monotonic()
+                write(layouts[tasks], topic)
+                wall = time.monotonic() - t
+                cpu = difference(sampler.totals(), before)
+                key = f"{layout(tasks)}, {label}"
+                best = results.setdefault(key, None)
+                if best is None or wall < best["wall_s"]:
+                    results[key] = {
+                        "tasks": tasks, "way": label, "wall_s": wall,
+                        "cpu_s_per_million_clicks": {r: cpu[r] * per_million for r in ROLES}}
+
+            def by_epoch(rows, topic):
+                for e in range(epochs):
+                    spark_jobs.write_epoch(rows, brokers, topic, e)
+
+            def empty(rows, topic):
+                for e in range(epochs):
+                    spark_jobs.write_epoch(rows, brokers, topic, 1_000 + e)
+
+            def one_job(rows, topic):
+                (rows.drop("user").write.format("timely-kafka").option("kafka.bootstrap.servers", brokers)
+                 .option("topic", topic).mode("append").save())
+
+            for _ in range(args.repeat):
+                for tasks in (4, 2, 1):
+                    measure("epoch by epoch", tasks, by_epoch)
+                    measure("empty jobs", tasks, empty)
+                    measure("one job", tasks, one_job)
+        spark.stop()
+
+    def total(key: str) -> float:
+        return sum(results[key]["cpu_s_per_million_clicks"].values())
+
+    rows = [[k, f"{r['wall_s']:.2f}"] + [f"{r['cpu_s_per_million_clicks'][role]:.2f}" for role in ROLES]
+            + [f"{total(k):.2f}"] for k, r in results.items()]
+    print(table(rows, ["layout, way", "wall s"] + ROLES + ["total"]))
+    summary = {
+        "clicks": clicks, "epochs": epochs, "kafka_partitions": partitions,
+        "epoch_by_epoch_cpu_s_per_million_clicks": {t: total(f"{layout(t)}, epoch by epoch") for t in (4, 2, 1)},
+        "one_job_cpu_s_per_million_clicks": {t: total(f"{layout(t)}, one job") for t in (4, 2, 1)},
+        "cpu_s_per_empty_job": {t: total(f"{layout(t)}, empty jobs") * clicks / 1e6 / epochs for t in (4, 2, 1)},
+        "python_task_cpu_s_per_empty_job": {
+            t: results[f"{layout(t)}, empty jobs"]["cpu_s_per_million_clicks"]["Python: write tasks"] * clicks / 1e6 / epochs
+            for t in (4, 2, 1)},
+        "epoch_by_epoch_over_one_job_cpu_4_tasks": total(f"{layout(4)}, epoch by epoch") / total(f"{layout(4)}, one job"),
+        "one_task_over_four_cpu_epoch_by_epoch": total(f"{layout(1)}, epoch by epoch") / total(f"{layout(4)}, epoch by epoch"),
+        "epoch_by_epoch_clicks_per_s": {t: clicks / results[f"{layout(t)}, epoch by epoch"]["wall_s"] for t in (4, 2, 1)},
+    }
+    write_report(args.json, "spark_epochs", summary, results)
+    png = os.path.join(os.path.dirname(os.path.abspath(args.json)), "spark_epochs.png")
+    with figure(png, figsize=(9, 4.5)) as ax:
+        labels = list(results)
+        bottom = [0.0] * len(labels)
+        for role in ROLES:
+            heights = [results[k]["cpu_s_per_million_clicks"][role] for k in labels]
+            ax.bar(range(len(labels)), heights, bottom=bottom, label=role)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+        ax.set_xticks(range(len(labels)), [k.replace(", ", "\n") for k in labels], fontsize=7)
+        style(ax, ylabel="CPU s per million clicks", grid="major", legend={"fontsize": 7},
+              title=f"Spark writing {clicks:,} clicks in {epochs} epochs to {partitions} Kafka partitions")
+
+
+if __name__ == "__main__":
+    main()
