@@ -96,8 +96,7 @@ def main() -> None:
                     spark_jobs.write_epoch(rows, brokers, topic, 1_000 + e)
 
             def one_job(rows, topic):
-                (rows.drop("user").write.format("timely-kafka").option("kafka.bootstrap.servers", brokers)
-                 .option("topic", topic).mode("append").save())
+                spark_jobs.write_rows(rows.drop("user"), brokers, topic)
 
             for _ in range(args.repeat):
                 for tasks in (4, 2, 1):

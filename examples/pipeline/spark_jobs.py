@@ -5,8 +5,9 @@ time as text) spread evenly over ``epochs`` windows of ``window_s`` seconds, wit
 rows mixed in on purpose: a missing user, a time that does not parse, a page that is
 not in the catalog. ``clean`` drops those (and says how many of each), joins the page
 catalog to add each page's category, and gives every event its epoch (its time window).
-``write_epoch`` writes one epoch to Kafka with the ``timely-kafka`` data source (rows
-routed so each Kafka partition has one writer, then its epoch-end markers).
+``write_rows`` writes to Kafka with the ``timely-kafka`` data source (rows routed so each
+Kafka partition has one writer, each epoch followed by its markers); ``write_epoch``
+writes one epoch of them.
 
 ``expected`` is Spark's own computation of what the dataflow computes, from the same
 clean events: per (epoch, page) the clicks and distinct users, and their running totals.
@@ -98,9 +99,8 @@ def warm_up(spark: Any, brokers: str) -> Optional[str]:
     from timely.connectors.spark import partition_for_kafka
     topic = f"warm-up-{uuid.uuid4().hex[:8]}"
     create_topics(brokers, {topic: 1})
-    row = partition_for_kafka(spark.createDataFrame([("{}", 0)], "value string, epoch long"), 1)
-    (row.write.format("timely-kafka").option("kafka.bootstrap.servers", brokers).option("topic", topic)
-     .mode("append").save())
+    write_rows(partition_for_kafka(spark.createDataFrame([("{}", 0)], "value string, epoch long"), 1),
+               brokers, topic)
     admin = AdminClient(client_config(brokers))     # (alive until the deletion is done)
     try:
         admin.delete_topics([topic])[topic].result(30)
@@ -109,15 +109,21 @@ def warm_up(spark: Any, brokers: str) -> Optional[str]:
     return None
 
 
-def write_epoch(rows: Any, brokers: str, topic: str, epoch: int, rows_per_message: Optional[int] = None) -> None:
-    """Write epoch ``epoch``'s rows to ``topic``, then its markers on every partition;
-    ``rows_per_message``: events per Kafka record (None: the writer's default, packed)."""
-    from pyspark.sql import functions as F
-    writer = (rows.where(F.col("epoch") == epoch).drop("user").write.format("timely-kafka")
-              .option("kafka.bootstrap.servers", brokers).option("topic", topic))
+def write_rows(rows: Any, brokers: str, topic: str, rows_per_message: Optional[int] = None) -> None:
+    """Write ``rows`` (``value``, ``epoch``, ``partition``) to ``topic`` with ``timely-kafka``:
+    each epoch's rows, then its markers on every partition; ``rows_per_message``: events
+    per Kafka record (None: the writer's default, packed)."""
+    writer = (rows.write.format("timely-kafka").option("kafka.bootstrap.servers", brokers)
+              .option("topic", topic))
     if rows_per_message is not None:
         writer = writer.option("rowsPerMessage", str(rows_per_message))
     writer.mode("append").save()
+
+
+def write_epoch(rows: Any, brokers: str, topic: str, epoch: int, rows_per_message: Optional[int] = None) -> None:
+    """Write epoch ``epoch``'s rows of ``to_kafka_rows``' frame to ``topic`` (``write_rows``)."""
+    from pyspark.sql import functions as F
+    write_rows(rows.where(F.col("epoch") == epoch).drop("user"), brokers, topic, rows_per_message)
 
 
 def expected(events: Any) -> Any:

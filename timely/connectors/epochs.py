@@ -227,8 +227,24 @@ class PartitionEpochs:
 
 
 # ---- value formats ------------------------------------------------------------------------
-#: ``decode_each`` parses values in one joined array when they average at most this many bytes
-JOIN_BELOW = 512
+#: values are parsed in one joined array when they average at most this many bytes
+_JOIN_BELOW = 512
+
+
+def parse_as_one(values: list) -> bool:
+    """Whether a reader should parse ``values`` as one joined array (``json_array``):
+    they are all present and small, so the per-call cost would be most of each one's;
+    large ones (packed) parse one by one, which keeps each parse in the CPU's caches.
+
+    >>> parse_as_one([b'{"a": 1}', b"2"]), parse_as_one([b"1", None]), parse_as_one([b"x" * 600])
+    (True, False, False)
+    """
+    return bool(values) and all(values) and sum(map(len, values)) <= _JOIN_BELOW * len(values)
+
+
+def json_array(values: list[bytes]) -> bytes:
+    """The JSON array whose items are ``values``, joined as they are."""
+    return b"[" + b",".join(values) + b"]"
 
 
 class Undecodable:
@@ -282,9 +298,7 @@ class Format:
         """
         present = values if all(values) else [v for v in values if v]
         items: Optional[list] = None
-        # one parse for many small values (the per-call cost is most of a small value's);
-        # large ones (packed) one by one, which keeps each parse in the CPU's caches
-        if self._loads_array is not None and present and sum(map(len, present)) <= JOIN_BELOW * len(present):
+        if self._loads_array is not None and parse_as_one(present):
             try:
                 items = self._loads_array(present)
             except Exception:  # noqa: BLE001 - find the culprit values below
@@ -343,7 +357,7 @@ def _json_loads(value: bytes) -> Any:
 
 def _json_array(values: list[bytes]) -> list:
     # One parse for the whole batch: the per-call overhead is most of a small record's cost.
-    return _json_decoder.decode(b"[" + b",".join(values) + b"]")
+    return _json_decoder.decode(json_array(values))
 
 
 _raw_items = msgspec.json.Decoder(list[msgspec.Raw])
@@ -365,7 +379,7 @@ def _json_join(values: list) -> Optional[bytes]:
         if type(values[0]) is str:
             joined = ("[" + ",".join(values) + "]").encode()
         else:
-            joined = b"[" + b",".join(values) + b"]"
+            joined = json_array(values)
         items = _raw_items.decode(joined)
     except (TypeError, IndexError, AttributeError, UnicodeError, msgspec.DecodeError, msgspec.ValidationError):
         return None

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence, Union
 
 import msgspec
 
-from ..epochs import JOIN_BELOW, Undecodable
+from ..epochs import Undecodable, json_array, parse_as_one
 
 __all__ = ["Rows", "json_projection", "projection"]
 
@@ -103,10 +103,9 @@ def json_projection(fields: Sequence[str], slow: Callable[[list], list]) -> Call
         return Rows(map(astuple, decoded)) if type(decoded) is list else astuple(decoded)
 
     def decode(values: list) -> list:
-        if values and all(values) and sum(map(len, values)) <= JOIN_BELOW * len(values):
-            # small values, one event each: one parse for the batch, as JSON.decode_each
+        if parse_as_one(values):      # small values, one event each: one parse for the batch
             try:
-                decoded = many.decode(b"[" + b",".join(values) + b"]")
+                decoded = many.decode(json_array(values))
             except failed:
                 decoded = None
             if decoded is not None and len(decoded) == len(values):
