@@ -54,6 +54,9 @@ def test_pipeline_is_exact_across_a_join_and_a_crash(spark, tansu, progress_mode
     assert sorted(report.latencies_ms) == list(range(6))
     # from the epoch's last marker in Kafka: no epoch's results can be complete before it
     assert all(ms > 0 for ms in report.latencies_ms.values()), report.latencies_ms
+    # the end-to-end time runs from the first write to the last epoch's results readable
+    assert report.seconds["dataflow"] == pytest.approx(max(report.completed_at.values()) - report.started_at)
+    assert report.seconds["dataflow"] > 0 and report.seconds["processes exited"] > 0
 
 
 def test_the_check_catches_a_wrong_result(spark, tansu):
