@@ -113,8 +113,13 @@ class _TaskWriter:
                     else:
                         for i in range(lo, hi):
                             self._emit(run, None if keys is None else keys[i], values[i], run.headers)
-            for p in sorted(self.open):
-                self._finish(self.open[p])
+            # every partition's last records go out before the first wait for a delivery:
+            # the waits overlap, and the markers follow their records together
+            ending = [self.open[p] for p in sorted(self.open)]
+            for run in ending:
+                self._flush_run(run)
+            for run in ending:
+                self._seal(run)
             self.open.clear()
         except BaseException:
             # Records never sent cannot become orphans that a retry of this task has to
@@ -145,7 +150,8 @@ class _TaskWriter:
                 f"epoch order (lay the DataFrame out with partition_for_kafka)")
         previous = self.open.get(partition)
         if previous is not None:
-            self._finish(previous)
+            self._flush_run(previous)
+            self._seal(previous)
         run = self.open[partition] = _Run(partition, epoch)
         self.last[partition] = epoch
         return run
@@ -213,16 +219,20 @@ class _TaskWriter:
             except BufferError:            # the local queue is full: let it drain
                 self.producer.poll(0.05)
 
-    def _finish(self, run: _Run) -> None:
-        """End ``run``: wait until its offsets are known, then append its marker (batch
-        writes) or note its range for the driver (streaming writes)."""
-        conf = self.conf
+    def _flush_run(self, run: _Run) -> None:
+        """Produce what ``run`` still holds: its last pack, and its last record, whose
+        delivery gives the run's end."""
         if run.packed:
             self._pack(run, run.packed)
             run.packed = []
         if run.held is not None:
             self._produce(run.partition, *run.held, run.on_last)
             run.held = None
+
+    def _seal(self, run: _Run) -> None:
+        """End ``run``, flushed: wait until its offsets are known, then append its marker
+        (batch writes) or note its range for the driver (streaming writes)."""
+        conf = self.conf
         single = run.records == 1
         while run.error is None and (run.first is None or (run.end is None and not single)):
             self.producer.poll(0.05)
