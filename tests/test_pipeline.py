@@ -105,3 +105,33 @@ def test_writer_tasks_outside_1_to_the_partitions_are_refused_by_name(capsys, ta
         pipeline.main(["--writer-tasks", tasks, "--partitions", "4"])
     assert e.value.code == 2
     assert f"--writer-tasks must be between 1 and --partitions (4), got {tasks}" in capsys.readouterr().err
+
+
+def test_the_crash_waits_until_the_joiner_is_a_member(tmp_path):
+    """``make run`` SIGKILLs a process of a running cluster: a joiner that a peer's death
+    catches mid-join stops by design, so the crash waits for the joiner to say it finished
+    joining, and gives up (False) when the joiner has exited instead."""
+    from timely.launch import LocalCluster
+    trigger = tmp_path / "joined"
+    program = tmp_path / "member.py"
+    # a stand-in process: says it finished joining once the trigger file exists, then
+    # waits to be stopped; exits at once if started with --exit
+    program.write_text(
+        "import os, sys, time\n"
+        f"trigger = {str(trigger)!r}\n"
+        "if '--exit' in sys.argv:\n"
+        "    sys.exit(3)\n"
+        "if '-j' in sys.argv:\n"
+        "    while not os.path.exists(trigger):\n"
+        "        time.sleep(0.01)\n"
+        "    print('timely.cluster: process 1 finished joining', flush=True)\n"
+        "time.sleep(600)\n")
+    with LocalCluster(str(program), slots=3) as cluster:
+        cluster.start(1)
+        cluster.join(original=1)
+        assert pipeline.joined(cluster, 1, 0.3) is False        # still joining
+        trigger.write_text("")
+        assert pipeline.joined(cluster, 1, 60) is True
+        cluster.join(1, 0, "--exit")
+        cluster.processes[2].popen.wait(30)
+        assert pipeline.joined(cluster, 1, 60) is False         # a joiner that exited
