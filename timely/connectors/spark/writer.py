@@ -15,7 +15,8 @@ only, with epoch = micro-batch id + ``epochOffset``; the driver's commit, which 
 after all of the micro-batch's tasks returned, appends one marker per partition. An
 aborted write appends nothing, so its records stay orphans that no marker covers.
 Costs: one produce call per record, two delivery callbacks per (partition, epoch), one
-wait for delivery per (partition, epoch) in batch writes; a task finds the stretches of
+wait for delivery per (partition, epoch) in batch writes (a task sends every partition's
+last records before its first wait, so the waits at its end overlap); a task finds the stretches of
 rows with one partition and epoch with Arrow's kernels, so the Python work per row is
 only what its record needs (packed JSON: one validating parse per pack, which builds no
 objects, and the values go as written; a pack with a bad value, or msgpack: a decode of
