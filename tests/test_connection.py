@@ -123,3 +123,30 @@ def test_a_failed_write_under_a_worker_is_reported_once_by_the_send_thread():
     conn.write_queued()
     assert not conn.has_queued and sock.writes == 1
     conn.close()
+
+
+class _StartedByTheAcceptor(threading.Event):
+    """A connection's ``started`` whose first wait lets the acceptor start it: the
+    moment a worker that finished at once shuts its hub down between the acceptor
+    publishing the connection and starting it."""
+
+    def __init__(self, conn) -> None:
+        super().__init__()
+        self.conn = conn
+
+    def wait(self, timeout=None) -> bool:
+        if not self.is_set():
+            self.conn.start()
+        return super().wait(timeout)
+
+
+def test_shutdown_says_goodbye_on_a_connection_the_acceptor_has_not_started_yet(pair):
+    from timely.communication.cluster.hub import ClusterHub
+    from timely.config import Config
+    a, b = pair
+    hub = ClusterHub(Config(workers=1, processes=2, process=0), b"secret", 2, 2)
+    conn = Connection(hub, 1, a, joining=False)
+    conn.started = _StartedByTheAcceptor(conn)
+    hub.connections[1] = conn               # published; the acceptor starts it next
+    hub.shutdown()                          # (joined its threads before they started: RuntimeError)
+    assert read_frame(b, 30)[5] == ("bye",)  # the goodbye went out

@@ -123,10 +123,13 @@ class Connection:
                                         name=f"timely-send-{hub.process}-{process}")
         self._receiver = threading.Thread(target=self._recv_loop, daemon=True,
                                           name=f"timely-recv-{hub.process}-{process}")
+        #: set once both threads run: an acceptor publishes a connection, then starts it
+        self.started = threading.Event()
 
     def start(self) -> None:
         self._sender.start()
         self._receiver.start()
+        self.started.set()
 
     def _queue(self, frame: bytes) -> bool:
         with self._pending_lock:

@@ -348,10 +348,15 @@ class ClusterHub(ProcessHub):
         for conn in conns:
             conn.goodbye()
         deadline = time.monotonic() + self.timeout
-        for conn in conns:
+        # An acceptor's thread publishes a connection, then starts it: a worker that
+        # finished at once can get here in between. Its goodbye is queued; wait for the
+        # threads that send it.
+        started = [conn for conn in conns if conn.started.wait(max(0.0, deadline - time.monotonic()))]
+        for conn in started:
             conn._sender.join(timeout=max(0.0, deadline - time.monotonic()))
-        for conn in conns:
+        for conn in started:
             conn._receiver.join(timeout=max(0.0, deadline - time.monotonic()))
+        for conn in conns:
             conn.close()
         if self._listener is not None:
             self._listener.close()
