@@ -101,6 +101,21 @@ def figure(path: str, nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, f
         plt.close(fig)
 
 
+def stacked_bars(ax, x: Any, layers: dict[str, Any], **bar: Any) -> list[float]:
+    """Bars at ``x`` stacked from ``layers`` ``{label: heights}`` in order (``bar``: more
+    arguments of ``ax.bar``); returns the stacks' totals.
+
+    >>> import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot as plt
+    >>> stacked_bars(plt.subplots()[1], ["a", "b"], {"x": [1, 2], "y": [3, 0.5]})
+    [4.0, 2.5]
+    """
+    bottom = [0.0] * len(x)
+    for label, heights in layers.items():
+        ax.bar(x, heights, bottom=bottom, label=label, **bar)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    return bottom
+
+
 def style(ax, *, xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
           title_size: float | None = None, xlog: bool = False, ylog: bool = False, grid: str | None = None,
           legend: bool | dict = False) -> None:

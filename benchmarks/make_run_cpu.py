@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from _common import ROOT, figure, parse_args, style, table, write_report
+from _common import ROOT, figure, parse_args, stacked_bars, style, table, write_report
 from _stages import STAGES, StageSampler
 
 PHASES = [("clean clicks enriched", "generate + clean"), (r"spark: wrote", "write + process epochs"),
@@ -92,12 +92,8 @@ def main() -> None:
     write_report(args.json, "make_run_cpu", summary, phases, output=output.splitlines()[-12:])
     png = os.path.splitext(args.json)[0] + ".png"
     with figure(png, figsize=(8, 4.2)) as ax:
-        bottom = [0.0] * len(phases)
         names = [p["phase"] for p in phases]
-        for s in STAGES:
-            values = [p["cpu"][s] for p in phases]
-            ax.bar(names, values, bottom=bottom, label=s)
-            bottom = [b + v for b, v in zip(bottom, values)]
+        stacked_bars(ax, names, {s: [p["cpu"][s] for p in phases] for s in STAGES})
         ax.plot(names, [2 * p["seconds"] for p in phases], "k_", markersize=30,
                 label="2 cores x wall time")
         style(ax, ylabel="CPU seconds", title=f"make run: CPU per stage and phase ({clicks:,} clicks)",

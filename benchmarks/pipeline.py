@@ -35,7 +35,7 @@ import sys
 import time
 import uuid
 
-from _common import ROOT, figure, parse_args, percentiles, style, table, write_report
+from _common import ROOT, figure, parse_args, percentiles, stacked_bars, style, table, write_report
 from _stages import STAGES, StageSampler, difference
 
 sys.path.insert(0, os.path.join(ROOT, "examples", "pipeline"))
@@ -204,11 +204,8 @@ def main() -> None:
               legend=True)
     with figure(os.path.splitext(args.json)[0] + "_cpu.png", figsize=(7.5, 4.2)) as ax:
         names = list(ends)
-        bottom = [0.0] * len(names)
-        for stage in STAGES:
-            values = [ends[m]["cpu_s_per_million_clicks"][stage] for m in names]
-            ax.bar(names, values, bottom=bottom, label=stage)
-            bottom = [b + v for b, v in zip(bottom, values)]
+        bottom = stacked_bars(ax, names, {s: [ends[m]["cpu_s_per_million_clicks"][s] for m in names]
+                                          for s in STAGES})
         ax.set_ylim(0, max(bottom) * 1.4)           # room for the legend above the bars
         style(ax, ylabel="CPU seconds per million clicks",
               title=f"pipeline end to end, {events:,} clicks: CPU by stage",

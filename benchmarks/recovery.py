@@ -77,7 +77,7 @@ from typing import Optional
 
 import msgpack
 import numpy as np
-from _common import ROOT, conclude, cpu_seconds, figure, parse_args, percentiles, style, table, write_report
+from _common import ROOT, conclude, cpu_seconds, figure, parse_args, percentiles, stacked_bars, style, table, write_report
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.join(ROOT, "examples", "pipeline"))
@@ -754,12 +754,9 @@ def plot_recovery(path_time, path_latency, out):
                  ("store_read_s", "restore: store read"), ("fold_s", "restore: fold"),
                  ("bases_s", "new life's bases"), ("rebuild_other_s", "rest of rebuild (dataflow, source, sink)"),
                  ("catch_up_s", "catch-up (recompute to the first new epoch, readable)")]
-        bottom = np.zeros(len(sizes))
         x = np.arange(len(sizes))
-        for key, name in parts:
-            vals = np.array([max(0.0, out[k]["phases"][key] or 0.0) for k in sizes])
-            ax.bar(x, vals, bottom=bottom, label=name, width=0.6)
-            bottom += vals
+        stacked_bars(ax, x, {name: [max(0.0, out[k]["phases"][key] or 0.0) for k in sizes] for key, name in parts},
+                     width=0.6)
         ax.plot(x, [out[k]["recovery_s"] or np.nan for k in sizes], "k*", markersize=12,
                 label="recovery time (SIGKILL -> first new epoch readable)")
         ax.axhline(2.0, color="tab:red", linestyle=":", label="goal: 2 s")

@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from _common import ROOT, figure, parse_args, style, table, write_report
+from _common import ROOT, figure, parse_args, stacked_bars, style, table, write_report
 from _stages import StageSampler, difference, stage_of
 
 sys.path.insert(0, os.path.join(ROOT, "examples", "pipeline"))
@@ -127,11 +127,8 @@ def main() -> None:
     png = os.path.join(os.path.dirname(os.path.abspath(args.json)), "spark_epochs.png")
     with figure(png, figsize=(9, 4.5)) as ax:
         labels = list(results)
-        bottom = [0.0] * len(labels)
-        for role in ROLES:
-            heights = [results[k]["cpu_s_per_million_clicks"][role] for k in labels]
-            ax.bar(range(len(labels)), heights, bottom=bottom, label=role)
-            bottom = [b + h for b, h in zip(bottom, heights)]
+        stacked_bars(ax, range(len(labels)), {r: [results[k]["cpu_s_per_million_clicks"][r] for k in labels]
+                                              for r in ROLES})
         ax.set_xticks(range(len(labels)), [k.replace(", ", "\n") for k in labels], fontsize=7)
         style(ax, ylabel="CPU s per million clicks", grid="major", legend={"fontsize": 7},
               title=f"Spark writing {clicks:,} clicks in {epochs} epochs to {partitions} Kafka partitions")

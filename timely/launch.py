@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import secrets
 import signal
 import socket
@@ -120,6 +121,19 @@ class Process:
 
     def output(self) -> str:
         return "\n".join(line for _, line in self.lines)
+
+    def wait_for(self, pattern: str, timeout: float) -> bool:
+        """Wait until this process has printed a line matching ``pattern`` (``re.search``);
+        False if it exits or ``timeout`` seconds pass first."""
+        deadline = time.monotonic() + timeout
+        while not any(re.search(pattern, line) for _, line in self.lines):
+            if self.popen.poll() is not None:
+                self._reader.join(timeout=5)        # its last lines, read after it exited
+                return any(re.search(pattern, line) for _, line in self.lines)
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
 
 class LocalCluster:

@@ -302,13 +302,8 @@ def shoot(url: str, path: str, say) -> None:
 def joined(cluster: LocalCluster, processes: int, timeout: float) -> bool:
     """Wait until every process started after the first ``processes`` has said that it
     finished joining; False if one has exited or ``timeout`` seconds went by first."""
-    joiners = cluster.processes[processes:]
     deadline = time.monotonic() + timeout
-    while not all(any("finished joining" in line for _, line in p.lines) for p in joiners):
-        if time.monotonic() > deadline or any(p.popen.poll() is not None for p in joiners):
-            return False
-        time.sleep(0.02)
-    return True
+    return all(p.wait_for("finished joining", deadline - time.monotonic()) for p in cluster.processes[processes:])
 
 
 def crash(cluster: LocalCluster, processes: int, report: Report, say) -> None:
@@ -324,13 +319,9 @@ def crash(cluster: LocalCluster, processes: int, report: Report, say) -> None:
     cluster.kill(victim, signal.SIGKILL)
     victim.wait(10)
     say("cluster: process 1 SIGKILLed; the others roll back to their last checkpoint")
-    survivor = cluster.processes[0]
-    deadline = time.monotonic() + 60
-    while not any("rebuilt dataflows" in line for _, line in survivor.lines):
-        if time.monotonic() > deadline or survivor.popen.poll() is not None:
-            say("cluster: the survivors did not roll back")
-            return
-        time.sleep(0.02)
+    if not cluster.processes[0].wait_for("rebuilt dataflows", 60):
+        say("cluster: the survivors did not roll back")
+        return
     cluster.restart(1, processes)
     say("cluster: a replacement for process 1 starts with its arguments")
 

@@ -1,26 +1,26 @@
 """Writing ``timely-kafka``: Spark's batch and streaming writers, and the tasks that write
 each epoch's rows of a Kafka partition.
 
-Input columns: ``value`` (binary or string), optional ``key`` (binary or
-string), optional ``partition`` (the Kafka partition; absent: the Spark partition id
-modulo the topic's partition count), and for batch writes ``epoch`` (or the ``epoch``
-option). Each Kafka partition must be written by one Spark task: ``partition_for_kafka``
-lays a DataFrame out that way (whole Kafka partitions in each Spark partition, by
-default one each; rows in epoch order). A batch task writes each epoch's rows of a
-partition, waits for their delivery to learn their offsets, then appends the epoch's marker with that range; the driver's
-commit appends (empty-epoch) markers to the partitions no task wrote, and raises if two
-tasks wrote one partition (their rows are written by then; the second task's rows fall
-outside the first marker and readers drop them). A streaming task writes data rows
-only, with epoch = micro-batch id + ``epochOffset``; the driver's commit, which runs
-after all of the micro-batch's tasks returned, appends one marker per partition. An
-aborted write appends nothing, so its records stay orphans that no marker covers.
-Costs: one produce call per record, two delivery callbacks per (partition, epoch), one
-wait for delivery per (partition, epoch) in batch writes (a task sends every partition's
-last records before its first wait, so the waits at its end overlap); a task finds the stretches of
-rows with one partition and epoch with Arrow's kernels, so the Python work per row is
-only what its record needs (packed JSON: one validating parse per pack, which builds no
-objects, and the values go as written; a pack with a bad value, or msgpack: a decode of
-each value, and the valid ones encoded again).
+Input columns: ``value`` (binary or string), optional ``key`` (binary or string),
+optional ``partition`` (the Kafka partition; absent: the Spark partition id modulo the
+topic's partition count), and for batch writes ``epoch`` (or the ``epoch`` option). Each
+Kafka partition must be written by one Spark task: ``partition_for_kafka`` lays a
+DataFrame out that way (whole Kafka partitions in each Spark partition, by default one
+each; rows in epoch order). A batch task writes each epoch's rows of a partition, waits
+for their delivery to learn their offsets, then appends the epoch's marker with that
+range; the driver's commit appends (empty-epoch) markers to the partitions no task
+wrote, and raises if two tasks wrote one partition (their rows are written by then; the
+second task's rows fall outside the first marker and readers drop them). A streaming
+task writes data rows only, with epoch = micro-batch id + ``epochOffset``; the driver's
+commit, which runs after all of the micro-batch's tasks returned, appends one marker per
+partition. An aborted write appends nothing, so its records stay orphans that no marker
+covers. Costs: one produce call per record, two delivery callbacks per (partition,
+epoch), one wait for delivery per (partition, epoch) in batch writes (a task sends every
+partition's last records before its first wait, so the waits at its end overlap); a task
+finds the stretches of rows with one partition and epoch with Arrow's kernels, so the
+Python work per row is only what its record needs (packed JSON: one validating parse per
+pack, which builds no objects, and the values go as written; a pack with a bad value, or
+msgpack: a decode of each value, and the valid ones encoded again).
 """
 from __future__ import annotations
 
@@ -114,13 +114,7 @@ class _TaskWriter:
                     else:
                         for i in range(lo, hi):
                             self._emit(run, None if keys is None else keys[i], values[i], run.headers)
-            # every partition's last records go out before the first wait for a delivery:
-            # the waits overlap, and the markers follow their records together
-            ending = [self.open[p] for p in sorted(self.open)]
-            for run in ending:
-                self._flush_run(run)
-            for run in ending:
-                self._seal(run)
+            self._end([self.open[p] for p in sorted(self.open)])
             self.open.clear()
         except BaseException:
             # Records never sent cannot become orphans that a retry of this task has to
@@ -151,8 +145,7 @@ class _TaskWriter:
                 f"epoch order (lay the DataFrame out with partition_for_kafka)")
         previous = self.open.get(partition)
         if previous is not None:
-            self._flush_run(previous)
-            self._seal(previous)
+            self._end([previous])
         run = self.open[partition] = _Run(partition, epoch)
         self.last[partition] = epoch
         return run
@@ -219,6 +212,14 @@ class _TaskWriter:
                 return
             except BufferError:            # the local queue is full: let it drain
                 self.producer.poll(0.05)
+
+    def _end(self, runs: list[_Run]) -> None:
+        """End ``runs``: every one's last records go out before the first wait for a
+        delivery, so the waits overlap and the markers follow their records together."""
+        for run in runs:
+            self._flush_run(run)
+        for run in runs:
+            self._seal(run)
 
     def _flush_run(self, run: _Run) -> None:
         """Produce what ``run`` still holds: its last pack, and its last record, whose
