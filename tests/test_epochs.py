@@ -135,6 +135,52 @@ def test_crashing_replaying_writer_is_read_exactly_once(history):
     assert state.commit_offset() == (None if middle == last else expect["marker_at"][last] + 1)
 
 
+@given(histories(), st.lists(st.booleans(), min_size=1), st.data())
+def test_records_handed_on_early_less_those_withdrawn_are_what_the_markers_deliver(history, early_at, data):
+    """A reader that hands records on before their marker (``early`` / ``hand_on``, at
+    random offsets, sometimes only part of what waits) gives, per epoch, the records
+    handed on early plus those the marker returns, less those it withdraws: exactly
+    what a reader that waits for the markers delivers, and every record withdrawn
+    was handed on early."""
+    log, expect = history
+    state = PartitionEpochs(T, P)
+    handed: dict = {}
+    withdrawn: dict = {}
+    delivered: dict = {}
+    for offset, (headers, value) in enumerate(log):
+        for e, records in state.record(offset, headers, value):
+            delivered.setdefault(e, []).extend(r[1] for r in records)
+        for e, records in state.withdrawn:
+            withdrawn.setdefault(e, []).extend(r[1] for r in records)
+        state.withdrawn.clear()
+        if early_at[offset % len(early_at)]:
+            for e in sorted(state.pending):
+                waiting = state.early(e)
+                n = data.draw(st.integers(0, len(waiting)))
+                state.hand_on(e, n)
+                handed.setdefault(e, []).extend(r[1] for r in waiting[:n])
+                assert state.early(e) == waiting[n:]
+    for e, values in withdrawn.items():
+        left = list(handed.get(e, []))
+        for v in values:
+            left.remove(v)          # raises if a record withdrawn was never handed on
+    counted = {}
+    for e in set(handed) | set(delivered):
+        kept = list(handed.get(e, []))
+        for v in withdrawn.get(e, []):
+            kept.remove(v)
+        if e != expect["unfinished"]:
+            kept += delivered.get(e, [])
+            if kept:
+                counted[e] = sorted(kept)
+    assert counted == {e: sorted(values) for e, values in expect["deliveries"]}
+    assert (state.orphans, state.duplicates) == (expect["orphans"], expect["duplicates"])
+    # what a reader giving the partition away withdraws: the unfinished epoch's early records
+    unfinished = expect["unfinished"]
+    assert {e: [r[1] for r in rs] for e, rs in state.handed_early()} == (
+        {unfinished: handed[unfinished]} if unfinished is not None and handed.get(unfinished) else {})
+
+
 # ---- markers ---------------------------------------------------------------------------------
 def test_marker_without_offsets_completes_earlier_unmarked_epochs():
     log = [(data_headers(1), b"a"), (data_headers(1), b"b"), (data_headers(2), b"c"),

@@ -736,3 +736,97 @@ def test_kafka_sink_packs_by_default_without_a_key_and_not_with_one(tansu):
     rows = _data_records(B, packed, 2)
     assert sum(rows) == 260 and max(rows) == PACKED_ROWS and len(rows) <= 260 // PACKED_ROWS + 4, rows
     assert _data_records(B, keyed, 2) == [None] * 260
+
+
+# ---- records handed on before their marker (early=True) -----------------------------------
+def keep_all(time, records, state, notificator, output):
+    output.extend(records)
+
+
+def test_early_records_a_marker_does_not_count_are_withdrawn_and_the_rest_counted_once(tansu):
+    """With ``early=True`` a crashed writer's records are handed on as they are read;
+    the retry's marker leaves them out, so they are withdrawn before the stateful
+    operator applies the epoch, which sees exactly the marker's records. A value that
+    does not decode holds the rest of its epoch back for the marker (which drops it);
+    the next epoch is handed on early again."""
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 1})
+    writer = Writer(B, inp)
+    crashed = [event(0, 0, i) for i in range(3)]
+    writer.records(0, {0: crashed})                                        # no marker: orphans
+    writer.records(0, {0: [b'{"user": 1, oops']}, raw=True)
+    retried = [event(0, 0, i) for i in range(10, 14)]
+    later = [event(1, 0, i) for i in range(5)]
+
+    def build(worker):
+        captured = worker.dataflow(lambda scope: scope.kafka_source(
+            B, inp, end_epoch=2, fields=("user", "i"), early=True)
+            .stateful_unary(None, lambda r: r[0], "Keep", keep_all).capture())
+        (state,) = worker.kafka_sources.values()
+        part = state.parts[(inp, 0)]
+        steps_until(worker, lambda: part.given.get(0) == 3 and 0 in part.held,
+                    what="the crashed writer's records handed on, the bad one held back")
+        writer.marker(0, 0, writer.records(0, {0: retried})[0])
+        offsets = writer.records(1, {0: later})[0]
+        steps_until(worker, lambda: part.given.get(1) == len(later), what="epoch 1 handed on early")
+        assert state.withdrawals == 3 and part.completed == 0
+        writer.marker(1, 0, offsets)
+        run_to_end(worker)
+        return captured.by_time(), state.withdrawals, state.records, part.orphans
+
+    (by_time, withdrawals, records, orphans), = timely.execute(1, build)
+    assert {t: sorted(rs) for t, rs in by_time.items()} == {
+        0: sorted((e["user"], e["i"]) for e in retried), 1: sorted((e["user"], e["i"]) for e in later)}
+    assert (withdrawals, records, orphans) == (3, len(retried) + len(later), 4)
+
+
+def test_a_partition_given_away_withdraws_what_it_handed_on_early(tansu):
+    """A reader that gives a partition to another worker withdraws the records of its
+    unfinished epoch that it handed on early, at that epoch: the new owner reads them
+    again from just past the last marker."""
+    from timely.connectors.kafka.source import KafkaSourceState, _hand_off
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 1})
+    tp = (inp, 0)
+
+    class Out:
+        def __init__(self):
+            self.sent = []
+
+        def give_batch(self, cap, batch, time=None):
+            self.sent.append((time, type(batch).__name__, list(batch)))
+
+        def flush(self):
+            pass
+
+    class Cap:
+        time = 0
+
+    state = KafkaSourceState(B, [inp], None, "earliest", None, JSON, 0, [0], None, fields=("user", "i"))
+    try:
+        part = state.parts[tp]
+        log = [(data_headers(0), orjson.dumps(event(0, 0, 0))), (marker_headers(0, 0, 1), b""),
+               (data_headers(1), orjson.dumps(event(1, 0, 1))), (data_headers(1), orjson.dumps(event(1, 0, 2)))]
+        data, handoffs = Out(), Out()
+        for offset, (headers, value) in enumerate(log):
+            for epoch, records in part.record(offset, headers, value):
+                data.give_batch(Cap, state.events(inp, 0, records), epoch)
+        state.prepare_pending(part)
+        state.hand_on_early(data, Cap, tp, part, None)
+        waiting = _hand_off(state, handoffs, data, Cap, [1], True)
+    finally:
+        state.close()
+    early = [(event(1, 0, i)["user"], i) for i in (1, 2)]
+    assert data.sent == [(0, "list", [(event(0, 0, 0)["user"], 0)]), (1, "list", early),
+                         (1, "Withdrawal", early)]
+    # to worker 1 at epoch 0, reading on at offset 2 (just past epoch 0's marker)
+    assert not waiting and handoffs.sent == [(0, "list", [[1, inp, 0, 2, 0, [(0, 2)], None]])]
+    assert (state.withdrawals, tp in state.parts) == (2, False)
+
+
+def test_early_applies_only_to_epochs_that_markers_end():
+    with pytest.raises(ValueError, match="early=True hands records on before their epoch's marker"):
+        timely.execute(1, lambda w: w.dataflow(lambda scope: scope.kafka_source(
+            "127.0.0.1:1", "t", epochs="ingestion", epoch_records=10, early=True)))

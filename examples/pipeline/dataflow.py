@@ -60,9 +60,11 @@ def aggregate(time, records, state, notificator, output):
 def build(worker, brokers: str, clicks: str, results: str, epochs: int, group: str, bins: int = 64):
     """The dataflow; returns ``(source stream's state, probe)`` for reporting."""
     def dataflow(scope):
-        # each click as the tuple (page, category, user), taken from its JSON as it is read
+        # each click as the tuple (page, category, user), taken from its JSON as it is
+        # read, and sent on to its page's worker at once (early): the epoch's marker then
+        # only completes the epoch, and withdraws any click it does not count
         events = scope.kafka_source(brokers, clicks, group_id=group, end_epoch=epochs,
-                                    fields=("page", "category", "user"))
+                                    fields=("page", "category", "user"), early=True)
         per_page = events.stateful_unary(None, itemgetter(0), "PageAggregates", aggregate, bins=bins)
         durable = per_page.kafka_sink(brokers, results, key=lambda r: r["page"])
         durable.kafka_commit(events)

@@ -18,7 +18,9 @@ Optional header ``rows: N``: the value is an array of N events, not one event (a
 may pack events to go past the per-record cost of Kafka clients; see FACTS.md).
 
 ``PartitionEpochs`` is one partition's reader state: ``record`` is O(1) per record, a
-marker costs O(records of its epoch). ``Format`` (de)serializes values: ``json`` (the
+marker costs O(records of its epoch). A reader may hand records on before their
+marker (``early`` / ``hand_on``): the marker then returns only the rest, and lists in
+``withdrawn`` the records handed on that it does not count. ``Format`` (de)serializes values: ``json`` (the
 default: orjson encodes, msgspec decodes, as fast as orjson here and exact for integers
 past 64 bits, which orjson turns into floats; ``kafka_source``'s ``fields`` decode with
 it too) and ``msgpack``; ``decode_each`` decodes a batch of values (small ones
@@ -101,7 +103,7 @@ class PartitionEpochs:
     epochs not yet complete, and where a consumer group may commit."""
 
     __slots__ = ("topic", "partition", "completed", "pending", "last_epoch", "commit_points",
-                 "duplicates", "orphans", "position", "resume")
+                 "duplicates", "orphans", "position", "resume", "given", "held", "withdrawn")
 
     def __init__(self, topic: str, partition: int, completed: Optional[int] = None) -> None:
         self.topic = topic
@@ -119,6 +121,14 @@ class PartitionEpochs:
         #: the offset just past the marker of ``completed``: where another reader of this
         #: partition starts to see exactly the epochs after it (None: no marker read)
         self.resume: Optional[int] = None
+        #: epoch -> how many of its pending records were handed on before its marker
+        #: (``give_early``)
+        self.given: dict[int, int] = {}
+        #: epochs whose other records wait for their marker (``hold_back``)
+        self.held: set[int] = set()
+        #: ``(epoch, records)`` handed on early that the marker did not count (orphans):
+        #: the reader withdraws them, then clears the list
+        self.withdrawn: list[tuple[int, list]] = []
 
     def bound(self) -> Optional[int]:
         """No epoch below this will still complete here (None: nothing read yet)."""
@@ -197,12 +207,23 @@ class PartitionEpochs:
         done = []
         for e in sorted(k for k in self.pending if k <= epoch):
             records = self.pending.pop(e)
+            given = self.given.pop(e, 0)
+            self.held.discard(e)
             if first is not None:
                 # The marker names exactly its epoch's records; anything else left pending
                 # was written by a writer that crashed before its marker.
-                kept = [r for r in records if e == epoch and first <= r[0] < end]
-                self.orphans += len(records) - len(kept)
+                counts = e == epoch
+                if given:
+                    out = [r for r in records[:given] if not (counts and first <= r[0] < end)]
+                    if out:
+                        self.withdrawn.append((e, out))
+                    self.orphans += len(out)
+                rest = records[given:]
+                kept = [r for r in rest if counts and first <= r[0] < end]
+                self.orphans += len(rest) - len(kept)
                 records = kept
+            else:
+                records = records[given:]
             if records:
                 done.append((e, records))
         self.completed = epoch
@@ -210,6 +231,50 @@ class PartitionEpochs:
         self.resume = offset + 1
         self.commit_points.append((epoch, offset + 1))
         return done
+
+    def early(self, epoch: int) -> list:
+        """The pending records of ``epoch`` not yet handed on before its marker (``[]``
+        once ``hold_back`` was called for it)."""
+        records = self.pending.get(epoch)
+        if not records or epoch in self.held:
+            return []
+        return records[self.given.get(epoch, 0):]
+
+    def hand_on(self, epoch: int, n: int) -> None:
+        """The first ``n`` records ``early`` returned were handed on before the epoch's
+        marker: the marker returns only the records after them, and puts those of them
+        it does not count in ``withdrawn``.
+
+        >>> p = PartitionEpochs("clicks", 0)
+        >>> for offset in (0, 1, 2):
+        ...     _ = p.record(offset, [("epoch", b"5")], b"%d" % offset)
+        >>> [r[1] for r in p.early(5)]
+        [b'0', b'1', b'2']
+        >>> p.hand_on(5, 3); p.early(5), p.record(3, [("epoch", b"5")], b"3")
+        ([], [])
+        >>> p.record(4, marker_headers(5, 1, 4), b"")     # a retry wrote 1-3: 0 is an orphan
+        [(5, [(3, b'3', None)])]
+        >>> [(e, [r[0] for r in rs]) for e, rs in p.withdrawn], p.orphans
+        ([(5, [0])], 1)
+        """
+        if n:
+            self.given[epoch] = self.given.get(epoch, 0) + n
+
+    def hold_back(self, epoch: int) -> None:
+        """The rest of ``epoch``'s records wait for its marker (one of them did not
+        decode: whether that matters, only the marker says)."""
+        if epoch in self.pending:
+            self.held.add(epoch)
+
+    def handed_early(self) -> list[tuple[int, list]]:
+        """``(epoch, records)`` handed on early of each epoch still pending, oldest
+        first: what a reader that gives the partition away withdraws."""
+        out = []
+        for e in sorted(self.pending):
+            n = self.given.get(e, 0)
+            if n:
+                out.append((e, self.pending[e][:n]))
+        return out
 
     def commit_offset(self, upto: Optional[int] = None) -> Optional[int]:
         """The offset to commit once every epoch ``<= upto`` (default: all complete ones)

@@ -29,6 +29,7 @@ from ..progress.timestamp import identity_summary, less_equal
 from .capability import Capability, CapabilityError, InputCapability
 from .channels import Pipeline, Tee
 from .stream import Stream
+from .withdrawal import check_input
 
 
 class InputPort:
@@ -301,15 +302,19 @@ class OperatorBuilder:
         self._consumeds: list[ChangeBatch] = []
         self.notify = True
 
-    def new_input(self, stream: Any, pact: Any = None, connection: Optional[list] = None) -> InputPort:
+    def new_input(self, stream: Any, pact: Any = None, connection: Optional[list] = None,
+                  withdrawals: bool = False) -> InputPort:
         """An input fed by ``stream`` through ``pact`` (default Pipeline).
 
         ``connection[output]`` lists the summaries from this input to each output
         (default: the identity to every output, even those declared later).
+        ``withdrawals``: the operator subtracts ``Withdrawal`` batches from the records
+        of their time (only such an operator may read a stream that withdraws).
         """
         if stream.scope is not self.scope:
             raise ValueError(f"operator {self.name!r} is in scope {self.scope.name!r} but its "
                              f"input stream is in scope {stream.scope.name!r}: use enter/leave")
+        check_input(stream, self.name, withdrawals)
         port = len(self._inputs)
         consumed = ChangeBatch()
         puller = stream.connect_to(Target(self.index, port), pact or Pipeline(), self.path)

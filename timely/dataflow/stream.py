@@ -17,12 +17,14 @@ from .extensible import Extensible
 
 
 class Stream(Extensible):
-    __slots__ = ("scope", "source", "tee")
+    __slots__ = ("scope", "source", "tee", "withdraws")
 
     def __init__(self, scope: Any, source: Source, tee: Tee) -> None:
         self.scope = scope
         self.source = source
         self.tee = tee
+        #: batches on it may take back records given earlier (``timely.dataflow.withdrawal``)
+        self.withdraws = False
 
     def connect_loop(self, handle: Any) -> None:
         """Feed this stream into the feedback edge ``handle`` (from ``scope.feedback``)."""

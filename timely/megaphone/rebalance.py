@@ -125,7 +125,8 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
     # any worker's rebalancer would hold the control stream at t, and F could not route
     # t until every worker's progress for t had crossed the cluster (a round trip more
     # per epoch). The scope's timestamps are ints (``_check_total_order``).
-    data_ins = [builder.new_input(s, connection=[[NEXT_EPOCH]]) for s in streams]
+    # (it reads the data's frontier only, so records withdrawn later do not matter to it)
+    data_ins = [builder.new_input(s, connection=[[NEXT_EPOCH]], withdrawals=True) for s in streams]
     feedback_in = builder.new_input(feedback, connection=[[]])
     out, commands = builder.new_output()
     activate = worker.activations.activate

@@ -32,9 +32,13 @@ from typing import Any, Callable, Optional
 
 from ..dataflow.channels import Direct, Pipeline
 from ..dataflow.stream import Stream
+from ..dataflow.withdrawal import is_withdrawal
 from ..progress.timestamp import identity_summary
 from .bins import RoutingTable, group_by_target
 from .control import ControlError, UnknownWorker, bootstraps, compile_configuration
+
+#: the fourth field of a message from F to S whose records are withdrawn
+WITHDRAWN = True
 
 log = logging.getLogger("timely.megaphone")
 
@@ -79,18 +83,21 @@ class RouterState:
 
 
 def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optional[Callable],
-                 k: int, states: Any, ships_state: bool, name: str) -> tuple[Stream, Stream]:
+                 k: int, states: Any, ships_state: bool, name: str,
+                 withdrawals: bool = False) -> tuple[Stream, Stream]:
     """Add an F operator; returns ``(data, state)`` streams for the S operator.
 
     ``control``: the commands, already broadcast to every worker; ``feedback``: S's
     output frontier, looped back; ``states``: the worker's BinStates, shared with S
     (F takes the bins it ships out of it); ``ships_state``: False for the second F of
-    a binary operator (the first ships the bins, which hold both inputs' state)."""
+    a binary operator (the first ships the bins, which hold both inputs' state);
+    ``withdrawals``: S subtracts withdrawn records, so F routes a ``Withdrawal`` batch as
+    any other and marks its messages ``(worker, runs, records, WITHDRAWN)``."""
     scope = stream.scope
     worker = scope.worker
     ident = identity_summary(scope.minimum)
     builder = scope.operator(f"{name} F")
-    data_in = builder.new_input(stream, Pipeline(), connection=[[ident], [], []])
+    data_in = builder.new_input(stream, Pipeline(), connection=[[ident], [], []], withdrawals=withdrawals)
     control_in = builder.new_input(control, Pipeline(), connection=[[], [ident], [ident]])
     feedback_in = builder.new_input(feedback, Pipeline(), connection=[[], [], []])
     data_out, data_stream = builder.new_output()
@@ -107,7 +114,10 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
     give_data = data_out.give_unchecked
 
     def route(time: Any, records: list, cap: Any) -> None:
-        messages = group_by_target(records, key, k, router.table_at(time))
+        if is_withdrawal(records):
+            messages = [m + (WITHDRAWN,) for m in group_by_target(list(records), key, k, router.table_at(time))]
+        else:
+            messages = group_by_target(records, key, k, router.table_at(time))
         if cap is None:
             give_data(time, messages)
         else:

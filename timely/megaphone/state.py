@@ -3,13 +3,15 @@
 
 Each worker holds the bins its routing table gives it (``BinStates``), shared with the
 F operators of the same worker, which take a bin out when they ship it. S receives
-F's messages (records bin after bin, with the runs that name their bins) and the bins
+F's messages (records bin after bin, with the runs that name their bins; those marked
+withdrawn take records of their time back, ``timely.dataflow.withdrawal``) and the bins
 shipped to it; records at time t are applied once
 every input frontier has passed t (so any bin arriving at t is in place first), bin by
 bin, in time order. A bin carries its state (a dict, key -> value) and its pending
 notifications (records its logic scheduled for later times), which travel with it.
 
-Costs: receiving a message from F O(1), and checking that its bins are here
+Costs: receiving a message from F O(1) (a withdrawal: O(records of its time in the
+bins it touches) once, when the time is applied), and checking that its bins are here
 (``split_held``) O(bins in it), in C; applying one record is one call of the user's
 function (``state_machine``: the loop around it, over runs of bins and records, in C
 with the compiled twin of ``fold_bins`` / ``apply_fold``, ``timely.megaphone._cbins``);
@@ -47,6 +49,7 @@ from ..communication.codec import FrameError
 from .bins import DEFAULT_BINS, RoutingTable, bin_shift, pack_runs, runs_of
 from .routing import build_router, first
 from ..checkpoint.binlog import DURABLE_POLL, END
+from ..dataflow.withdrawal import Outstanding
 
 log = logging.getLogger("timely.megaphone")
 
@@ -209,7 +212,7 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     states.dataflow = scope.path[0]
     handle, feedback = scope.feedback(identity_summary(scope.minimum))
     control_b = _control_stream(streams, control, feedback, bins, name)
-    routed = [build_router(s, control_b, feedback, key, k, states, i == 0, name)
+    routed = [build_router(s, control_b, feedback, key, k, states, i == 0, name, withdrawals=not eager)
               for i, (s, key) in enumerate(zip(streams, keys))]
 
     builder = scope.operator(name)
@@ -219,6 +222,7 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     _ack_out, acks = builder.new_output()      # held where this worker's checkpoints are durable
     frontiers = [p.frontier for p in data_ins] + [state_in.frontier]
     stash: dict[Any, list] = {}
+    withdrawn: dict[Any, list] = {}     # time -> F's messages withdrawing records (same shape)
     caps: dict[Any, Any] = {}
     notify_index: dict[Any, set] = {}
     activate_after = worker.activations.activate_after
@@ -321,8 +325,11 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                     entries = stash.get(t)
                     if entries is None:
                         entries = stash[t] = []
-                    for _target, runs, records in messages:
-                        entries.append((i, runs, records))
+                    for m in messages:
+                        if len(m) == 3:
+                            entries.append((i, m[1], m[2]))
+                        else:
+                            withdrawn.setdefault(t, []).append((i, m[1], m[2]))
                     if t not in caps:
                         caps[t] = icap.retain_for_output(0)
             if eager:
@@ -336,7 +343,10 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                     if log is not None:
                         log.cross(t)
                         log.applied(t)
-                    apply(t, cap, stash.pop(t, ()), notify_index.pop(t, ()))
+                    entries = stash.pop(t, ())
+                    if t in withdrawn:
+                        entries = subtract_entries(entries, withdrawn.pop(t))
+                    apply(t, cap, entries, notify_index.pop(t, ()))
                     del caps[t]
                     cap.drop()
             if log is not None:
@@ -452,6 +462,45 @@ def split_held(entries: list, states: BinStates) -> tuple[list, list]:
             if part[0]:
                 out.append((i, pack_runs(part[0]), part[1]))
     return (held, waiting) if waiting else (entries, [])
+
+
+def subtract_entries(entries: list, withdrawals: list) -> list:
+    """F's messages ``(input, runs, records)`` at one time, without the records that
+    ``withdrawals`` (messages of the same shape) take back: per input and bin, one equal
+    record per record withdrawn (``timely.dataflow.withdrawal.subtract``). F routed both
+    by the same table, so a withdrawn record is in its bin here.
+
+    >>> from timely.megaphone.bins import pack_runs, runs_of
+    >>> left = subtract_entries([(0, pack_runs([1, 2, 5, 1]), ["a", "b", "c"])], [(0, pack_runs([1, 1]), ["b"])])
+    >>> [(i, runs_of(r), rs) for i, r, rs in left]
+    [(0, [(1, 1), (5, 1)], ['a', 'c'])]
+    """
+    gone: dict[tuple[int, int], Outstanding] = {}
+    for i, runs, records in withdrawals:
+        for b, these in _bin_slices(runs, records):
+            found = gone.get((i, b))
+            if found is None:
+                gone[(i, b)] = Outstanding(these)
+            else:
+                found.add(these)
+    out = []
+    for i, runs, records in entries:
+        flat: list = []
+        kept: list = []
+        for b, these in _bin_slices(runs, records):
+            taken = gone.get((i, b))
+            if taken:
+                these = taken.take_from(these)
+            if these:
+                flat.extend((b, len(these)))
+                kept.extend(these)
+        if kept:
+            out.append((i, pack_runs(flat), kept))
+    for (i, b), left in gone.items():
+        if left:
+            raise StatefulError(f"a withdrawal takes back records of bin {b} (input {i}) that were "
+                                f"not handed on at their time, such as {left.first()!r}")
+    return out
 
 
 def _bin_slices(runs: bytes, records: Any) -> Iterable[tuple[int, Any]]:

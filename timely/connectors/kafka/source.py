@@ -15,6 +15,11 @@ timestamp is its epoch. A record is given to the
 dataflow when its epoch's marker is read (see ``timely.connectors.epochs``), and the
 source's capability is the least, over its partitions, of the next unfinished epoch:
 the frontier passes an epoch exactly when every partition's marker for it was read.
+With ``early=True`` a record is given as soon as it is read and decoded, and the
+marker withdraws those it does not count (``timely.dataflow.withdrawal``), as does a
+hand-off for the records of the unfinished epoch it gave: an epoch's records cross the
+exchange while the epoch is still being written, and its marker only moves the
+frontier (the latency of ``make run``'s epochs, measured in ``benchmarks/pipeline.py``).
 Topics without markers: ``epochs="ingestion"`` stamps records with the time they were
 read (epochs are milliseconds since 1970, a new one every ``epoch_records`` records or
 ``epoch_ms`` ms, so they keep increasing across restarts).
@@ -26,6 +31,8 @@ buffers an epoch per partition until its marker, and decodes (and projects to
 after each ``consume``, or an epoch's records when its marker comes in the same
 ``consume``: the marker of a live stream only hands decoded events on, and a backlog is
 decoded one epoch at a time. An epoch waiting for its marker takes its events' memory.
+``early`` hands the decoded records on after each ``consume`` instead (one batch per
+partition and epoch); a withdrawal costs decoding its records again.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ...dataflow.channels import Direct
 from ...dataflow.operators import OperatorInfo
+from ...dataflow.withdrawal import Withdrawal
 from ..client import (Brokers, ConnectorError, brokers_string, consumer_config, log, producer_config,
                       topic_partitions)
 from ..epochs import JSON, DecodeError, Format, PartitionEpochs, Undecodable, format_of
@@ -111,7 +119,8 @@ class KafkaSourceState:
         self.resume_at_marker = resume_at_marker
         self.dead_letter_topic = dead_letter_topic
         self._dlq = None
-        self.records = 0            # events given to the dataflow
+        self.records = 0            # events given to the dataflow (less those withdrawn)
+        self.withdrawals = 0        # events given early, then withdrawn
         self.dead_letters = 0
         #: with metrics on: each partition's end offset as last fetched (None: not tracked)
         self.ends: Optional[dict] = None
@@ -199,10 +208,11 @@ class KafkaSourceState:
                 offset, value, n = records[j]
                 records[j] = (offset, (value, item), n)
 
-    def events(self, topic: str, partition: int, records: list) -> list:
+    def events(self, topic: str, partition: int, records: list, dead_letters: bool = True) -> list:
         """The events of ``records`` [(offset, value or (value, item), rows)], those not
         yet decoded decoded now (in place); a bad one goes to the dead-letter topic if
-        one is configured, and otherwise raises a ``DecodeError`` naming it."""
+        one is configured (and ``dead_letters``), and otherwise raises a
+        ``DecodeError`` naming it."""
         self._decode_tail(records)
         items = [r[1][1] for r in records]
         rows = [r[2] for r in records]
@@ -215,7 +225,7 @@ class KafkaSourceState:
         try:
             return Format.flatten(items, rows, topic, partition, offsets)
         except DecodeError:
-            if self.dead_letter_topic is None:
+            if self.dead_letter_topic is None or not dead_letters:
                 raise
         events: list = []
         for (offset, (value, item), n) in records:
@@ -224,6 +234,47 @@ class KafkaSourceState:
             except DecodeError as exc:
                 self._dead_letter(topic, partition, offset, value, str(exc))
         return events
+
+    def early_events(self, topic: str, partition: int, records: list) -> tuple[list, int]:
+        """``(events, n)``: the events of ``records``' first ``n`` records, up to the
+        first whose value does not decode (all of them when each does), to hand on
+        before their marker; a bad value is left for its marker to judge."""
+        try:
+            return self.events(topic, partition, records, dead_letters=False), len(records)
+        except DecodeError as e:
+            n = next(i for i, r in enumerate(records) if r[0] == e.offset)
+            return (self.events(topic, partition, records[:n]) if n else []), n
+
+    def hand_on_early(self, out: Any, cap: Any, tp: tuple[str, int], part: PartitionEpochs,
+                      end_epoch: Optional[int]) -> None:
+        """Give the dataflow the records of ``part`` that wait for their marker and were
+        not given yet (``kafka_source(early=True)``), at their epochs; a value that does
+        not decode holds the rest of its epoch back for the marker."""
+        for epoch in sorted(part.pending):
+            if end_epoch is not None and epoch >= end_epoch:
+                break
+            records = part.early(epoch)
+            if not records:
+                continue
+            events, n = self.early_events(tp[0], tp[1], records)
+            part.hand_on(epoch, n)
+            if n < len(records):
+                part.hold_back(epoch)
+            if events:
+                self.records += len(events)
+                out.give_batch(cap, events, epoch)
+
+    def withdraw(self, out: Any, cap: Any, tp: tuple[str, int], withdrawn: list) -> None:
+        """Take back records given early, ``[(epoch, records)]``, and clear the list."""
+        for epoch, records in withdrawn:
+            events = self.events(tp[0], tp[1], records)
+            if events:
+                self.records -= len(events)
+                self.withdrawals += len(events)
+                out.give_batch(cap, Withdrawal(events), epoch)
+                log.info("worker %d withdraws %d events of epoch %s from %s[%d], handed on before "
+                         "their marker", self.index, len(events), epoch, tp[0], tp[1])
+        withdrawn.clear()
 
     def _dead_letter(self, topic: str, partition: int, offset: int, value: Any, problem: str) -> None:
         from confluent_kafka import Producer
@@ -318,7 +369,7 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
                  epochs: str = "markers", epoch_records: Optional[int] = None,
                  epoch_ms: Optional[float] = None, dead_letter_topic: Optional[str] = None,
                  idle_poll: float = 0.002, fields: Optional[Sequence[str]] = None,
-                 name: str = "KafkaSource") -> Any:
+                 early: bool = False, name: str = "KafkaSource") -> Any:
     """A stream of the topics' events, each at its epoch (see the module docstring).
 
     ``group_id``: the consumer group that offsets are committed to (by ``kafka_commit``)
@@ -333,7 +384,11 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     undecodable, and goes where a value that does not decode goes), taken as the record
     is read: cheaper than a ``map`` after the source (JSON values decode straight into
     the tuples, the events' other fields skipped: ``projection``), and an epoch's events
-    wait for their marker as tuples, not whole objects.
+    wait for their marker as tuples, not whole objects; ``early``: hand each record on
+    as it is read instead of at its epoch's marker, and withdraw those the marker does
+    not count (``timely.dataflow.withdrawal``): the records cross the exchange while
+    the epoch is still being written, and its marker only moves the frontier. Only
+    ``stateful_unary`` / ``stateful_binary`` may read such a stream.
     """
     topics = [topics] if isinstance(topics, str) else list(topics)
     if not topics:
@@ -344,6 +399,9 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
         raise ValueError("kafka_source: epochs='ingestion' needs epoch_records or epoch_ms")
     if epochs == "markers" and (epoch_records or epoch_ms):
         raise ValueError("kafka_source: epoch_records / epoch_ms apply only to epochs='ingestion'")
+    if early and epochs != "markers":
+        raise ValueError("kafka_source: early=True hands records on before their epoch's marker; "
+                         "with epochs='ingestion' there are no markers, and records go on as read")
     if not isinstance(idle_poll, (int, float)) or not idle_poll > 0:
         raise ValueError(f"kafka_source: idle_poll must be a positive number of seconds, got {idle_poll!r}")
     if fields is not None:
@@ -365,6 +423,7 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     handle, handed = scope.feedback(1)
     hand_in = builder.new_input(handed, Direct(lambda h: h[0]))
     out, stream = builder.new_output()
+    stream.withdraws = bool(early)
     hand_out, handoffs = builder.new_output()
     handoffs.connect_loop(handle)
     info = OperatorInfo(builder)
@@ -390,14 +449,14 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
             # between reading and moving the capability on: a partition that was just
             # completed can still go at the epoch before its next one
             if holder["moving"]:
-                holder["moving"] = _hand_off(state, hand_out, holder["cap"], worker.routing_workers,
+                holder["moving"] = _hand_off(state, hand_out, out, holder["cap"], worker.routing_workers,
                                              epochs == "markers")
             if not state.parts:                 # every partition was handed on
                 holder["cap"].drop()
                 holder["cap"] = None
 
         if epochs == "markers":
-            step = _marker_step(state, out, holder, batch_size, end_epoch, hand_off)
+            step = _marker_step(state, out, holder, batch_size, end_epoch, hand_off, early)
         else:
             step = _ingestion_step(state, out, holder, batch_size, end_epoch, epoch_records, epoch_ms,
                                    hand_off)
@@ -463,10 +522,11 @@ class _Held:
             c.drop()
 
 
-def _hand_off(state: KafkaSourceState, out: Any, cap: _Held, routing: Sequence[int],
+def _hand_off(state: KafkaSourceState, out: Any, data: Any, cap: _Held, routing: Sequence[int],
               markers: bool) -> bool:
     """Give the partitions this worker reads but no longer owns to their owners; returns
-    whether some must wait.
+    whether some must wait. Records of a partition's unfinished epochs that were handed
+    on early are withdrawn on ``data``: the new owner reads them again.
 
     The hand-off loops back with timestamps advanced by one, so one at time t lets its
     receiver produce from t + 1 on. A partition whose next unfinished epoch is e goes at
@@ -486,6 +546,9 @@ def _hand_off(state: KafkaSourceState, out: Any, cap: _Held, routing: Sequence[i
             at = bound - 1
         else:
             at = cap.time
+        early = state.parts[tp].handed_early()
+        if early:
+            state.withdraw(data, cap, tp, early)
         by_time.setdefault(at, []).append(state.release(tp, owners[tp]))
     for at, handoffs in sorted(by_time.items()):
         out.give_batch(cap, handoffs, at)
@@ -494,7 +557,8 @@ def _hand_off(state: KafkaSourceState, out: Any, cap: _Held, routing: Sequence[i
 
 
 def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: int,
-                 end_epoch: Optional[int], hand_off: Callable[[], None]) -> Callable[[], None]:
+                 end_epoch: Optional[int], hand_off: Callable[[], None],
+                 early: bool) -> Callable[[], None]:
     parts = state.parts
     resumed = state.resumed
 
@@ -515,17 +579,22 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
                     parts[key].record(m.offset(), m.headers(), None)
                 continue
             touched.add(key)
-            for epoch, records in parts[key].record(m.offset(), m.headers(), m.value()):
+            part = parts[key]
+            for epoch, records in part.record(m.offset(), m.headers(), m.value()):
                 if end_epoch is not None and epoch >= end_epoch:
                     continue
                 events = state.events(key[0], key[1], records)
                 if events:
                     state.records += len(events)
                     out.give_batch(cap, events, epoch)
+            if part.withdrawn:
+                state.withdraw(out, cap, key, part.withdrawn)
         for key in touched:
             part = parts.get(key)
             if part is not None and part.pending:
                 state.prepare_pending(part)
+                if early:
+                    state.hand_on_early(out, cap, key, part, end_epoch)
         hand_off()
         if holder["cap"] is None:
             return
