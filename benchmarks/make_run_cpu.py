@@ -1,7 +1,8 @@
 """Where ``make run``'s time and CPU go: CPU seconds per stage and phase, per million clicks.
 
 Runs the main job (``examples/pipeline/run.py``, the same configuration as ``make run``:
-1M clicks, 10 epochs, 2 processes, a third joining, process 1 SIGKILLed and replaced)
+1M clicks, 10 epochs, 2 processes, a third joining, process 1 SIGKILLed and replaced,
+Spark at niceness 10)
 and samples every process's CPU time from ``/proc`` every 0.2 s, by stage: the Spark
 JVM, Spark's Python workers, the dataflow processes, the broker (Tansu) and the driver
 (``run.py`` and the Spark driver's Python). The run's own output lines, timestamped as
@@ -78,12 +79,14 @@ def main() -> None:
     per_million = {s: total[s] / clicks * 1e6 for s in STAGES}
     write = next(p for p in phases if p["phase"] == "write + process epochs")
     end_to_end = re.search(r"\(([\d,]+) clicks/s end to end\)", output)
+    p50 = re.search(r"results readable: p50 (\d+) ms", output)
     exact = "EXACT" in output
     print(table([[p["phase"], f"{p['seconds']:.1f}", *(f"{p['cpu'][s]:.1f}" for s in STAGES)] for p in phases],
                 ["phase", "wall s", *STAGES]))
     print(table([[s, f"{per_million[s]:.1f}"] for s in STAGES], ["stage", "CPU s per million clicks"]))
     summary = {"clicks": clicks, "end_to_end_clicks_per_s":
                int(end_to_end.group(1).replace(",", "")) if end_to_end else None,
+               "epoch_latency_p50_ms": int(p50.group(1)) if p50 else None,
                "spark_check_exact": exact,
                "cpu_s_per_million_clicks": per_million,
                "cpu_s_per_million_clicks_total": sum(per_million.values()),

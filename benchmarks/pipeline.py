@@ -17,9 +17,9 @@
    of its last marker) to its results being complete in the results topic; in
    peer-to-peer mode with Spark writing packed records (its default) and one click per
    record, in Kafka progress mode (packed), and in peer-to-peer mode packed with Spark
-   at niceness 10 once its workers are up (``--spark-nice 10``; the others leave it at
-   the dataflow's priority, ``make run``'s default): the latency that priority buys,
-   and the throughput it costs. For each run, the CPU seconds per
+   at niceness 10 once its workers are up (``--spark-nice 10``, ``make run``'s default;
+   the others leave Spark at its own priority): the latency that priority buys, and the
+   throughput it costs. For each run, the CPU seconds per
    million clicks of each stage (``_stages.StageSampler``: the Spark JVM, Spark's
    Python workers, the dataflow processes, the broker, this driver), from the clicks
    made (the cluster starting, then the epochs written) to the last results in Kafka.

@@ -4,9 +4,9 @@
    ``--brokers`` names one.
 2. Spark (local) makes a raw clickstream with bad rows, cleans and enriches it
    (``spark_jobs``), and writes it to the ``clicks`` topic one epoch at a time, each
-   epoch followed by its markers. ``--spark-nice 10`` lowers Spark's priority once its
-   Python workers are up, so that the dataflow, sharing the machine's cores, gets the
-   CPU as soon as an epoch is readable: lower latency, and lower throughput.
+   epoch followed by its markers. Spark runs at niceness 10 once its Python workers
+   are up (``--spark-nice``, 0 for Spark's own priority), so that the dataflow, sharing
+   the machine's cores, gets the CPU as soon as an epoch is readable.
 3. Meanwhile a pytimely cluster (2 processes; a third joins after a third of the
    epochs) reads ``clicks``, keeps per-page state that migrates to the joiner, and
    writes per-epoch and running aggregates to the ``results`` topic (``dataflow.py``).
@@ -343,10 +343,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pace", type=float, default=0.0,
                         help="seconds Spark waits after writing each epoch (default 0: back to back, "
                              "the CPU saturated); a paced writer shows the latency of an epoch alone")
-    parser.add_argument("--spark-nice", type=int, default=0,
-                        help="niceness of Spark's JVM and Python workers once they are up (default 0: as "
-                             "started; 10: on a shared machine the dataflow gets the CPU first, for lower "
-                             "latency and lower throughput)")
+    parser.add_argument("--spark-nice", type=int, default=10,
+                        help="niceness of Spark's JVM and Python workers once they are up (default 10: on a "
+                             "machine whose cores Spark shares with the dataflow, the dataflow gets the CPU "
+                             "first, for lower latency; 0: Spark's own priority, a little more throughput)")
     parser.add_argument("--writer-tasks", type=int, default=1,
                         help="Spark tasks that write each epoch, each writing whole Kafka partitions "
                              "(default 1: Spark's CPU per epoch is least, and the dataflow gets the other core)")
