@@ -72,8 +72,9 @@ def test_subtract_takes_one_equal_record_per_record_withdrawn():
     with pytest.raises(LookupError, match=r"takes back \('c', 3\), which was not handed on"):
         subtract([("a", 1)], [("c", 3)])
     gone = Outstanding([("a", 1)])
-    gone.add([{"unhashable": True}])
-    assert gone.take_from([("a", 1), {"unhashable": True}, ("b", 2)]) == [("b", 2)] and not gone
+    gone.add([("c", 3), {"unhashable": True}])
+    assert gone.take_from([("a", 1), {"unhashable": True}, ("b", 2)]) == [("b", 2)]
+    assert gone.take_from([("c", 3), ("c", 3)]) == [("c", 3)] and not gone
     assert is_withdrawal(Withdrawal([1])) and not is_withdrawal([1])
 
 

@@ -88,13 +88,16 @@ class Outstanding:
             self._left = list(withdrawn)
 
     def add(self, withdrawn: list) -> None:
+        """Take back ``withdrawn`` too."""
         if self._counts is not None:
             try:
-                self._counts.update(withdrawn)
-                return
-            except TypeError:
+                more = Counter(withdrawn)       # (all or nothing: a Counter updated in place
+            except TypeError:                   # would keep the records before an unhashable one)
                 self._left = list(self._counts.elements())
                 self._counts = None
+            else:
+                self._counts.update(more)
+                return
         self._left.extend(withdrawn)
 
     def take_from(self, records: list) -> list:

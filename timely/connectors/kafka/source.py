@@ -242,7 +242,7 @@ class KafkaSourceState:
         try:
             return self.events(topic, partition, records, dead_letters=False), len(records)
         except DecodeError as e:
-            n = next(i for i, r in enumerate(records) if r[0] == e.offset)
+            n = next((i for i, r in enumerate(records) if r[0] == e.offset), 0)
             return (self.events(topic, partition, records[:n]) if n else []), n
 
     def hand_on_early(self, out: Any, cap: Any, tp: tuple[str, int], part: PartitionEpochs,
