@@ -3,7 +3,8 @@
 Protects what ``kafka_source(early=True)`` relies on downstream:
 - ``stateful_unary`` / ``stateful_binary`` apply, at each time, the records handed on
   less those withdrawn (one equal record per record withdrawn, per input and bin), on
-  one worker and across two, whatever order the batches come in and however the
+  one worker and across two (threads, and processes whose messages cross the wire
+  codec), whatever order the batches come in and however the
   records of a bin are split between messages; records that do not hash (events as
   dicts) too;
 - a withdrawal of a record that was never handed on at that time is an error naming it;
@@ -18,6 +19,7 @@ from collections import Counter
 import pytest
 
 import timely
+from bounded import execute_bounded
 from timely.dataflow.withdrawal import (Outstanding, Withdrawal, WithdrawalError, is_withdrawal,
                                         subtract)
 from timely.megaphone.state import StatefulError
@@ -60,7 +62,8 @@ def run_keyed(workers, scripts, records_as=tuple):
         return captured.by_time()
 
     got: dict = {}
-    for by_time in timely.execute(workers, build):
+    config = timely.Config.from_args(["-w", "2", "--worker-mode", "processes"]) if workers == "processes" else workers
+    for by_time in execute_bounded(config, build, timeout=60):
         for t, records in by_time.items():
             got.setdefault(t, Counter()).update(records_as(r) if records_as is tuple else r for r in records)
     return got
@@ -78,10 +81,13 @@ def test_subtract_takes_one_equal_record_per_record_withdrawn():
     assert is_withdrawal(Withdrawal([1])) and not is_withdrawal([1])
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, "processes"])
 def test_stateful_unary_applies_what_was_handed_on_less_what_was_withdrawn(workers):
+    """(``processes``: two forked worker processes, so F's messages, withdrawn ones
+    included, cross the wire codec.)"""
+    n = 2 if workers == "processes" else workers
     handed = {w: [(t, [(f"k{(i * 7 + w) % 11}", t, i % 3) for i in range(40)]) for t in range(3)]
-              for w in range(workers)}
+              for w in range(n)}
     scripts = {}
     expected: dict = {}
     for w, batches in handed.items():
