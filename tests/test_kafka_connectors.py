@@ -746,9 +746,10 @@ def keep_all(time, records, state, notificator, output):
 def test_early_records_a_marker_does_not_count_are_withdrawn_and_the_rest_counted_once(tansu):
     """With ``early=True`` a crashed writer's records are handed on as they are read;
     the retry's marker leaves them out, so they are withdrawn before the stateful
-    operator applies the epoch, which sees exactly the marker's records. A value that
-    does not decode holds the rest of its epoch back for the marker (which drops it);
-    the next epoch is handed on early again."""
+    operator applies the epoch, which sees exactly the marker's records (and the
+    worker's metrics count them). A value that does not decode holds the rest of its
+    epoch back for the marker (which drops it); the next epoch is handed on early again."""
+    from timely.metrics.instruments import worker_numbers
     B = tansu.bootstrap
     inp = name("in")
     create_topics(B, {inp: 1})
@@ -773,6 +774,7 @@ def test_early_records_a_marker_does_not_count_are_withdrawn_and_the_rest_counte
         assert state.withdrawals == 3 and part.completed == 0
         writer.marker(1, 0, offsets)
         run_to_end(worker)
+        assert worker_numbers(worker)["withdrawn"] == 3        # timely_kafka_source_withdrawn_total
         return captured.by_time(), state.withdrawals, state.records, part.orphans
 
     (by_time, withdrawals, records, orphans), = timely.execute(1, build)

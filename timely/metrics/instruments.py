@@ -135,6 +135,7 @@ def worker_numbers(worker: Any) -> dict:
     for state in list(getattr(worker, "kafka_sources", {}).values()):
         lag.extend(_source_lag(state, worker.index))
     sink_errors = sum(len(s._errors) for ctx in list(worker.checkpoint_contexts.values()) for s in ctx.sinks)
+    withdrawn = sum(s.withdrawals for s in list(getattr(worker, "kafka_sources", {}).values()))
     checkpoint = None
     for ctx in list(worker.checkpoint_contexts.values()):
         if ctx.enabled:
@@ -143,6 +144,7 @@ def worker_numbers(worker: Any) -> dict:
     progress = {"batches_sent": sum(p.batches_sent for p in list(worker.progcasters.values())),
                 "batches_received": sum(p.batches_received for p in list(worker.progcasters.values()))}
     return {"dataflows": dataflows, "stateful": stateful, "lag": lag, "sink_errors": sink_errors,
+            "withdrawn": withdrawn,
             "checkpoint": checkpoint, "progress": progress, "rollbacks": worker.rollbacks,
             "recovery_seconds": worker.recovery_seconds}
 

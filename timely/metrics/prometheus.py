@@ -37,6 +37,8 @@ METRICS = {
     "timely_kafka_source_lag": ("gauge", "a source partition's end offset minus its position"),
     "timely_kafka_source_position": ("gauge", "the offset a source partition reads next"),
     "timely_kafka_sink_errors": ("counter", "records a kafka_sink could not deliver"),
+    "timely_kafka_source_withdrawn": ("counter", "events a kafka_source(early=True) handed on before their "
+                                                 "marker, then withdrew (orphans, partitions given away)"),
     "timely_progress_batches_sent": ("counter", "progress batches sent (label mode: p2p or kafka)"),
     "timely_progress_batches_received": ("counter", "progress batches received"),
     "timely_progress_log_written": ("gauge", "Kafka progress mode: records a local worker wrote to its log"),
@@ -120,7 +122,9 @@ class Collector:
             position.add_metric(labels, part["position"])
         sink = _family("timely_kafka_sink_errors", [])
         sink.add_metric([], s["kafka"]["sink_errors"])
-        yield from (lag, position, sink)
+        withdrawn = _family("timely_kafka_source_withdrawn", [])
+        withdrawn.add_metric([], s["kafka"].get("withdrawn", 0))
+        yield from (lag, position, sink, withdrawn)
         mode = s["progress"]["mode"]
         for metric, key in (("timely_progress_batches_sent", "batches_sent"),
                             ("timely_progress_batches_received", "batches_received")):

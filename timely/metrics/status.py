@@ -56,7 +56,7 @@ def process_status(source: Source) -> dict:
     from ..visualize import describe_dataflow
     dataflows: dict[int, dict] = {}
     stateful, lag, checkpoint = [], [], None
-    sink_errors = rollbacks = 0
+    sink_errors = rollbacks = withdrawn = 0
     recovery: Optional[float] = None
     progress = {"mode": source.config.progress_mode, "batches_sent": 0, "batches_received": 0}
     for worker in source.workers:
@@ -71,6 +71,7 @@ def process_status(source: Source) -> dict:
         stateful.extend(numbers["stateful"])
         lag.extend(numbers["lag"])
         sink_errors += numbers["sink_errors"]
+        withdrawn += numbers["withdrawn"]
         checkpoint = numbers["checkpoint"] or checkpoint
         rollbacks = max(rollbacks, numbers["rollbacks"])
         recovery = numbers["recovery_seconds"] if numbers["recovery_seconds"] is not None else recovery
@@ -88,7 +89,7 @@ def process_status(source: Source) -> dict:
             "stateful": stateful,
             "migrations": {"in_flight": sum(s["migrations_pending"] for s in stateful),
                            "bins_moved": sum(s["bins_received"] for s in stateful)},
-            "kafka": {"lag": lag, "sink_errors": sink_errors},
+            "kafka": {"lag": lag, "sink_errors": sink_errors, "withdrawn": withdrawn},
             "progress": progress, "rollbacks": rollbacks, "recovery_seconds": recovery,
             "checkpoint": checkpoint}
 
