@@ -20,8 +20,8 @@ may pack events to go past the per-record cost of Kafka clients; see FACTS.md).
 ``PartitionEpochs`` is one partition's reader state: ``record`` is O(1) per record, a
 marker costs O(records of its epoch). A reader may hand records on before their
 marker (``early`` / ``hand_on``): the marker then returns only the rest, and lists in
-``withdrawn`` the records handed on that it does not count. ``Format`` (de)serializes values: ``json`` (the
-default: orjson encodes, msgspec decodes, as fast as orjson here and exact for integers
+``withdrawn`` the records handed on that it does not count. ``Format`` (de)serializes
+values: ``json`` (the default: orjson encodes, msgspec decodes, as fast as orjson here and exact for integers
 past 64 bits, which orjson turns into floats; ``kafka_source``'s ``fields`` decode with
 it too) and ``msgpack``; ``decode_each`` decodes a batch of values (small ones
 in one parse), never raising, and ``flatten`` turns the items of the records that count
@@ -122,7 +122,7 @@ class PartitionEpochs:
         #: partition starts to see exactly the epochs after it (None: no marker read)
         self.resume: Optional[int] = None
         #: epoch -> how many of its pending records were handed on before its marker
-        #: (``give_early``)
+        #: (``hand_on``)
         self.given: dict[int, int] = {}
         #: epochs whose other records wait for their marker (``hold_back``)
         self.held: set[int] = set()
@@ -211,16 +211,14 @@ class PartitionEpochs:
             self.held.discard(e)
             if first is not None:
                 # The marker names exactly its epoch's records; anything else left pending
-                # was written by a writer that crashed before its marker.
-                counts = e == epoch
-                if given:
-                    out = [r for r in records[:given] if not (counts and first <= r[0] < end)]
-                    if out:
-                        self.withdrawn.append((e, out))
-                    self.orphans += len(out)
-                rest = records[given:]
-                kept = [r for r in rest if counts and first <= r[0] < end]
-                self.orphans += len(rest) - len(kept)
+                # was written by a writer that crashed before its marker (withdrawn, if it
+                # was handed on early).
+                lo, hi = (first, end) if e == epoch else (0, 0)
+                out = [r for r in records[:given] if not lo <= r[0] < hi]
+                if out:
+                    self.withdrawn.append((e, out))
+                kept = [r for r in records[given:] if lo <= r[0] < hi]
+                self.orphans += len(out) + len(records) - given - len(kept)
                 records = kept
             else:
                 records = records[given:]

@@ -326,7 +326,7 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                     if entries is None:
                         entries = stash[t] = []
                     for m in messages:
-                        if len(m) == 3:
+                        if len(m) == 3:         # (F marks a withdrawal with a fourth field)
                             entries.append((i, m[1], m[2]))
                         else:
                             withdrawn.setdefault(t, []).append((i, m[1], m[2]))

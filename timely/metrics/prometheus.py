@@ -123,7 +123,7 @@ class Collector:
         sink = _family("timely_kafka_sink_errors", [])
         sink.add_metric([], s["kafka"]["sink_errors"])
         withdrawn = _family("timely_kafka_source_withdrawn", [])
-        withdrawn.add_metric([], s["kafka"].get("withdrawn", 0))
+        withdrawn.add_metric([], s["kafka"]["withdrawn"])
         yield from (lag, position, sink, withdrawn)
         mode = s["progress"]["mode"]
         for metric, key in (("timely_progress_batches_sent", "batches_sent"),
