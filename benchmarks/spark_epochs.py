@@ -5,16 +5,17 @@ Spark alone (no dataflow running) writes the pipeline's clean clicks (1M, 10 epo
 Kafka partitions; ``--quick``: 200k) with ``timely-kafka`` three ways, for each layout of
 ``partition_for_kafka(..., tasks=N)`` (N = 4, one task per Kafka partition; 2; 1):
 
-- epoch by epoch: one Spark job per epoch, as ``make run`` does;
-- empty jobs: as many jobs again, for epochs that have no rows: what a job costs
-  whatever it writes (planning it, its tasks, its commit);
+- epoch by epoch: one Spark job per epoch, as ``make run`` does, each writing its
+  epoch's frame of ``spark_jobs.epoch_frames`` (split off once, before the writes);
+- empty jobs: as many jobs again, for epochs that have no rows (frames split off the
+  same way): what a job costs whatever it writes (planning it, its tasks, its commit);
 - one job: every epoch in a single write.
 
 For each, the wall time and the CPU seconds per million clicks of the Spark JVM and of
 Spark's Python processes by role: the workers that run the write tasks, the planner
 (``write_into_data_source``, once per job) and the committer
-(``commit_data_source_write``, once per job), and Tansu's. The layouts take turns,
-``--repeat`` rounds (best of the rounds by wall time is reported). PNG: CPU per million
+(``commit_data_source_write``, once per job), and Tansu's. One layout at a time
+(``--repeat`` rounds of each way; the best of the rounds by wall time is reported). PNG: CPU per million
 clicks by role, per layout and way, stacked.
 """
 from __future__ import annotations
@@ -65,10 +66,6 @@ def main() -> None:
         spark = local_session("spark-epochs")
         raw = spark_jobs.raw_clicks(spark, events, epochs)
         clean, counts = spark_jobs.clean(raw, spark_jobs.catalog(spark, 500))
-        layouts = {}
-        for tasks in (4, 2, 1):
-            layouts[tasks] = spark_jobs.to_kafka_rows(clean, partitions, tasks)
-            layouts[tasks].count()
         spark_jobs.warm_up(spark, brokers)
         clicks = counts["clean"]
         per_million = 1e6 / clicks
@@ -77,7 +74,7 @@ def main() -> None:
                 topic = f"{label.replace(' ', '-')}-{tasks}-{time.monotonic_ns()}"
                 create_topics(brokers, {topic: partitions})
                 before, t = sampler.totals(), time.monotonic()
-                write(layouts[tasks], topic)
+                write(topic)
                 wall = time.monotonic() - t
                 cpu = difference(sampler.totals(), before)
                 key = f"{layout(tasks)}, {label}"
@@ -87,22 +84,30 @@ def main() -> None:
                         "tasks": tasks, "way": label, "wall_s": wall,
                         "cpu_s_per_million_clicks": {r: cpu[r] * per_million for r in ROLES}}
 
-            def by_epoch(rows, topic):
-                for e in range(epochs):
-                    spark_jobs.write_epoch(rows, brokers, topic, e)
+            # One layout's data at a time: three layouts cached at once, and their frames,
+            # did not fit in the JVM's memory, and the reads from disk were measured instead.
+            for tasks in (4, 2, 1):
+                rows = spark_jobs.to_kafka_rows(clean, partitions, tasks)
+                rows.count()
+                for _ in range(args.repeat):
+                    measure("one job", tasks, lambda topic: spark_jobs.write_rows(rows.drop("user"), brokers, topic))
+                frames = spark_jobs.epoch_frames(rows, range(epochs))
+                empties = spark_jobs.epoch_frames(rows, range(1_000, 1_000 + epochs))
+                rows.unpersist()
 
-            def empty(rows, topic):
-                for e in range(epochs):
-                    spark_jobs.write_epoch(rows, brokers, topic, 1_000 + e)
+                def by_epoch(topic, frames=frames):
+                    for frame in frames.values():
+                        spark_jobs.write_epoch(frame, brokers, topic)
 
-            def one_job(rows, topic):
-                spark_jobs.write_rows(rows.drop("user"), brokers, topic)
+                def empty(topic, empties=empties):
+                    for frame in empties.values():
+                        spark_jobs.write_epoch(frame, brokers, topic)
 
-            for _ in range(args.repeat):
-                for tasks in (4, 2, 1):
+                for _ in range(args.repeat):
                     measure("epoch by epoch", tasks, by_epoch)
                     measure("empty jobs", tasks, empty)
-                    measure("one job", tasks, one_job)
+                spark_jobs.release(frames)
+                spark_jobs.release(empties)
         spark.stop()
 
     def total(key: str) -> float:

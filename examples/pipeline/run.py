@@ -184,7 +184,8 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     raw = spark_jobs.raw_clicks(spark, events, epochs)
     clean, counts = spark_jobs.clean(raw, spark_jobs.catalog(spark, 500))
     rows = spark_jobs.to_kafka_rows(clean, partitions, writer_tasks)
-    rows.count()
+    frames = spark_jobs.epoch_frames(rows, range(epochs))
+    rows.unpersist()
     report.raw, report.clean, report.dropped = counts["raw"], counts["clean"], counts["dropped"]
     report.seconds["spark clean"] = time.monotonic() - t
     say(f"spark: made {report.raw:,} raw clicks, dropped "
@@ -217,7 +218,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         t = time.monotonic()
         report.started_at = time.time()
         for epoch in range(epochs):
-            spark_jobs.write_epoch(rows, brokers, clicks, epoch, rows_per_message)
+            spark_jobs.write_epoch(frames[epoch], brokers, clicks, rows_per_message)
             report.written_at[epoch] = time.time()
             if epoch == join_after:
                 cluster.join(original=processes)
@@ -282,7 +283,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     say(f"spark check: {len(report.check)} epochs, {sum(r['received'] for r in report.check):,} result rows: "
         f"{verdict} ({report.seconds['spark check']:.1f} s)")
     clean.unpersist()
-    rows.unpersist()
+    spark_jobs.release(frames)
     return report
 
 

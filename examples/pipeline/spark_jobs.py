@@ -6,8 +6,9 @@ rows mixed in on purpose: a missing user, a time that does not parse, a page tha
 not in the catalog. ``clean`` drops those (and says how many of each), joins the page
 catalog to add each page's category, and gives every event its epoch (its time window).
 ``write_rows`` writes to Kafka with the ``timely-kafka`` data source (rows routed so each
-Kafka partition has one writer, each epoch followed by its markers); ``write_epoch``
-writes one epoch of them.
+Kafka partition has one writer, each epoch followed by its markers); ``epoch_frames``
+splits the rows into one frame per epoch, once, ``write_epoch`` writes one of them, and
+``release`` frees them.
 
 ``expected`` is Spark's own computation of what the dataflow computes, from the same
 clean events: per (epoch, page) the clicks and distinct users, and their running totals.
@@ -17,7 +18,7 @@ or extra or present twice. Costs: Spark jobs over the events, O(events) each.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 CATEGORIES = ["books", "music", "garden", "toys", "sports", "food", "travel", "home",
               "beauty", "games", "office", "tools"]
@@ -120,10 +121,31 @@ def write_rows(rows: Any, brokers: str, topic: str, rows_per_message: Optional[i
     writer.mode("append").save()
 
 
-def write_epoch(rows: Any, brokers: str, topic: str, epoch: int, rows_per_message: Optional[int] = None) -> None:
-    """Write epoch ``epoch``'s rows of ``to_kafka_rows``' frame to ``topic`` (``write_rows``)."""
+def epoch_frames(rows: Any, epochs: Iterable[int]) -> dict[int, Any]:
+    """``{epoch: its rows of to_kafka_rows' frame}`` (columns ``value, epoch, partition``,
+    laid out as in ``rows``), each checkpointed locally: its plan is then a scan of its own
+    rows. Writing an epoch as a filter over ``rows`` had Spark analyse the whole lineage
+    (generation, cleaning, the catalog join, the shuffles) again for every epoch, and
+    compile a new filter for each epoch's literal: about 70 ms of Spark's CPU and 40 ms
+    of wall time per epoch, a third of the write's. Costs one job per epoch, up front."""
     from pyspark.sql import functions as F
-    write_rows(rows.where(F.col("epoch") == epoch).drop("user"), brokers, topic, rows_per_message)
+    return {e: rows.where(F.col("epoch") == e).drop("user").localCheckpoint() for e in epochs}
+
+
+def release(frames: dict[int, Any]) -> None:
+    """Free the checkpointed rows of ``epoch_frames``' frames now. Spark would keep them
+    until its cleaner finds, after a garbage collection in the JVM, that nothing refers
+    to them; a session that runs the pipeline again meanwhile spills to disk. (Through
+    the SparkContext: unpersisting a locally checkpointed RDD itself logs a warning
+    that its lineage is gone, which is the point here.)"""
+    for frame in frames.values():
+        rdd = frame._jdf.queryExecution().logical().rdd()
+        frame.sparkSession.sparkContext._jsc.sc().unpersistRDD(rdd.id(), True)
+
+
+def write_epoch(frame: Any, brokers: str, topic: str, rows_per_message: Optional[int] = None) -> None:
+    """Write one epoch's frame of ``epoch_frames`` to ``topic`` (``write_rows``)."""
+    write_rows(frame, brokers, topic, rows_per_message)
 
 
 def expected(events: Any) -> Any:
