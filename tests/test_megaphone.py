@@ -13,6 +13,8 @@ relies on while bins move between workers (the multi-process cluster tests live 
 - a notification scheduled by ``stateful_unary`` logic travels with its bin and fires
   exactly once, at its time, on the bin's new owner; notifying at the current or an
   earlier time is refused with ValueError;
+- ``stateful_unary`` with ``combine``: the records folded as they arrive give what the
+  records give, across moves, notifications' records included;
 - ``stateful_binary``: both inputs' records of a key meet one state across moves;
 - the errors a user gets: a failing fold (StatefulError naming operator and key, the
   original exception chained, the failing record not applied), timestamps that are
@@ -257,6 +259,19 @@ def test_fixed_schedule_in_kafka_progress_mode_equals_p2p(tansu):
 
 
 # ---- 3. stateful_unary: notifications travel with their bin ------------------------------------
+def close_epoch(worker, probe, epoch, *inputs):
+    """Advance ``inputs`` past ``epoch`` and step until ``probe`` has passed it."""
+    for handle in inputs:
+        handle.advance_to(epoch + 1)
+    worker.step_while(lambda: probe.less_than(inputs[0].time()))
+
+
+def finish(worker, *inputs):
+    for handle in inputs:
+        handle.close()
+    worker.run()
+
+
 def distinct_bin_keys(n, bins):
     keys, seen = [], set()
     i = 0
@@ -316,12 +331,8 @@ def test_notification_moves_with_its_bin_and_fires_once_on_the_new_owner():
                 if epoch == 4:
                     source.send_batch([(still, "too-early")])
                 csource.send_batch(schedule.get(epoch, []))
-            source.advance_to(epoch + 1)
-            csource.advance_to(epoch + 1)
-            worker.step_while(lambda: probe.less_than(source.time()))
-        source.close()
-        csource.close()
-        worker.run()
+            close_epoch(worker, probe, epoch, source, csource)
+        finish(worker, source, csource)
         return [r for _t, rs in captured.batches for r in rs], worker.stateful_states[0].snapshot()
 
     results = execute_bounded(Config(workers=workers, check_progress=True), build, timeout=TIMEOUT)
@@ -342,6 +353,66 @@ def test_notification_moves_with_its_bin_and_fires_once_on_the_new_owner():
             assert w == expected_owner_at_3[key]
         final.update(snapshot)
     assert final == {k: 1 for k in keys}
+
+
+def sums(acc, records):
+    """``combine``: per key, the sum of the values of its records."""
+    acc = {} if acc is None else acc
+    for key, value in records:
+        acc[key] = acc.get(key, 0) + value
+    return acc
+
+
+def run_totals(config, data, schedule, combine):
+    """Per-key running totals with ``stateful_unary``, its logic given the records
+    (``combine`` None) or their per-key sums; a sum below 100 divisible by 4 schedules a
+    record of 100 for two epochs later. Returns per worker (Counter of outputs, final state)."""
+    def logic(time, given, state, notificator, output):
+        per_key = given if combine is not None else sums(None, given)
+        for key, value in sorted(per_key.items(), key=repr):
+            state[key] = state.get(key, 0) + value
+            output.append((time, key, state[key]))
+            if value < 100 and value % 4 == 0:
+                notificator.notify_at(time + 2, (key, 100))
+
+    def build(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            csource, control = scope.new_input()
+            out = stream.stateful_unary(control, lambda r: r[0], "Totals", logic, bins=FIXED_BINS,
+                                        combine=combine)
+            return source, csource, out.capture(), out.probe()
+
+        source, csource, captured, probe = worker.dataflow(dataflow)
+        for epoch, records in enumerate(data + [[], []]):
+            source.send_batch([(k, v) for s, k, v in records if s % worker.peers == worker.index])
+            if worker.index == 0:
+                csource.send_batch([c for _, c in schedule.get(epoch, [])])
+            close_epoch(worker, probe, epoch, source, csource)
+        finish(worker, source, csource)
+        return (Counter(r for rs in captured.by_time().values() for r in rs),
+                worker.stateful_states[0].snapshot())
+    return execute_bounded(config, build, timeout=TIMEOUT)
+
+
+def test_combined_records_give_what_the_records_give_across_moves():
+    """``combine`` folds a bin's records as they arrive, on whichever worker owns the bin
+    at their time; notifications' records are combined at their time: the outputs and
+    the final state equal those of the logic given the records, on 3 workers with bins
+    moving and on 1."""
+    data, schedule = fixed_data(), fixed_schedule()
+    one = run_totals(Config(workers=1), data, {}, None)
+    for combine in (None, sums):
+        many = run_totals(Config(workers=3, check_progress=True), data, schedule, combine)
+        outputs = sum((c for c, _ in many), Counter())
+        state: dict = {}
+        for _, snapshot in many:
+            assert not set(snapshot) & set(state)
+            state.update(snapshot)
+        assert outputs == one[0][0], combine
+        assert state == one[0][1], combine
+    # the notifications fired: some totals include a scheduled 100
+    assert any(total >= 100 for _t, _k, total in one[0][0])
 
 
 # ---- 4. stateful_binary: both inputs of a key meet one state ------------------------------------
@@ -470,6 +541,21 @@ def test_logic_error_in_stateful_unary_is_a_stateful_error_chaining_the_original
     with pytest.raises(StatefulError, match="Early") as info:
         execute_bounded(1, build, timeout=TIMEOUT)
     assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_a_failing_combine_is_a_stateful_error_naming_the_operator_bin_and_time():
+    def combine(acc, records):
+        raise KeyError("no such page")
+
+    def build(worker):
+        def dataflow(scope):
+            return scope.to_stream([("x", 1)]).stateful_unary(None, lambda r: r[0], "Pages",
+                                                              lambda *a: None, bins=1, combine=combine)
+        worker.dataflow(dataflow)
+
+    with pytest.raises(StatefulError, match=r"Pages: combine failed on bin 0 at time 0: KeyError") as info:
+        execute_bounded(1, build, timeout=TIMEOUT)
+    assert isinstance(info.value.__cause__, KeyError)
 
 
 @pytest.mark.parametrize("how", ["pair timestamps", "iterative scope"])

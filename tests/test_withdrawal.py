@@ -7,6 +7,8 @@ Protects what ``kafka_source(early=True)`` relies on downstream:
   codec), whatever order the batches come in and however the
   records of a bin are split between messages; records that do not hash (events as
   dicts) too;
+- the same when the records are combined as they arrive (``combine``): a time with
+  withdrawals is combined again from what is left;
 - a withdrawal of a record that was never handed on at that time is an error naming it;
 - an operator that cannot take records back (``map``, ``state_machine``, which applies
   records as they arrive) refuses a stream that may withdraw when the dataflow is built,
@@ -47,16 +49,23 @@ def scripted(scope, script):
     return stream
 
 
-def run_keyed(workers, scripts, records_as=tuple):
+def gathered(acc, records):
+    """A ``combine`` that keeps every record it is given (as a list, in order)."""
+    return (acc or []) + list(records)
+
+
+def run_keyed(workers, scripts, records_as=tuple, combine=None):
     """Each worker sends its script into a ``stateful_unary`` keyed by the record's
-    first field; returns {time: Counter of the records its logic was given}."""
+    first field; returns {time: Counter of the records its logic was given} (with
+    ``combine``: of the records in the accumulator it was given)."""
     def logic(time, records, state, notificator, output):
         output.extend(records)
 
     def build(worker):
         script = scripts[worker.index]
         captured = worker.dataflow(
-            lambda scope: scripted(scope, script).stateful_unary(None, lambda r: r[0], "Keyed", logic, bins=8)
+            lambda scope: scripted(scope, script).stateful_unary(None, lambda r: r[0], "Keyed", logic, bins=8,
+                                                                  combine=combine)
             .capture())
         worker.run()
         return captured.by_time()
@@ -81,10 +90,13 @@ def test_subtract_takes_one_equal_record_per_record_withdrawn():
     assert is_withdrawal(Withdrawal([1])) and not is_withdrawal([1])
 
 
+@pytest.mark.parametrize("combine", [None, gathered], ids=["records", "combined"])
 @pytest.mark.parametrize("workers", [1, 2, "processes"])
-def test_stateful_unary_applies_what_was_handed_on_less_what_was_withdrawn(workers):
+def test_stateful_unary_applies_what_was_handed_on_less_what_was_withdrawn(workers, combine):
     """(``processes``: two forked worker processes, so F's messages, withdrawn ones
-    included, cross the wire codec.)"""
+    included, cross the wire codec. ``combined``: the records were folded into an
+    accumulator as they came, and a time with withdrawals is combined again from what
+    is left.)"""
     n = 2 if workers == "processes" else workers
     handed = {w: [(t, [(f"k{(i * 7 + w) % 11}", t, i % 3) for i in range(40)]) for t in range(3)]
               for w in range(n)}
@@ -99,7 +111,7 @@ def test_stateful_unary_applies_what_was_handed_on_less_what_was_withdrawn(worke
             expected.setdefault(t, Counter()).update(records)
             expected[t].subtract(records[3:9] + records[30:32] + records[0:1])
         scripts[w] = script
-    got = run_keyed(workers, scripts)
+    got = run_keyed(workers, scripts, combine=combine)
     assert got == {t: +c for t, c in expected.items()}
 
 

@@ -29,22 +29,29 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import timely  # noqa: E402
 
 
-def aggregate(time, records, state, notificator, output):
-    """Per bin and epoch: fold this epoch's clicks into each page's running state and
-    emit the page's per-epoch and running figures. A bin's state holds, per page, its
-    running ``(clicks, distinct users)``, and a key ``(page, user)`` for every user seen
-    on the page: an epoch changes its pages and their new users only, so that is all a
-    checkpoint writes (one set of users per page would be written whole, and copied,
-    every epoch the page is clicked)."""
-    epoch_pages: dict = {}
+def epoch_pages(pages, records):
+    """Fold clicks of one bin and epoch as they arrive (``stateful_unary``'s ``combine``):
+    per page ``[category, clicks, {users}]``."""
+    if pages is None:
+        pages = {}
     for page, category, user in records:
-        found = epoch_pages.get(page)
+        found = pages.get(page)
         if found is None:
-            epoch_pages[page] = [category, 1, {user}]
+            pages[page] = [category, 1, {user}]
         else:
             found[1] += 1
             found[2].add(user)
-    for page, (category, clicks, users) in epoch_pages.items():
+    return pages
+
+
+def aggregate(time, pages, state, notificator, output):
+    """Per bin, once its epoch is complete: fold the epoch's pages (``epoch_pages``) into
+    each page's running state and emit the page's per-epoch and running figures. A bin's
+    state holds, per page, its running ``(clicks, distinct users)``, and a key ``(page,
+    user)`` for every user seen on the page: an epoch changes its pages and their new
+    users only, so that is all a checkpoint writes (one set of users per page would be
+    written whole, and copied, every epoch the page is clicked)."""
+    for page, (category, clicks, users) in pages.items():
         total, distinct = state.get(page, (0, 0))
         for user in users:
             seen = (page, user)
@@ -65,7 +72,9 @@ def build(worker, brokers: str, clicks: str, results: str, epochs: int, group: s
         # only completes the epoch, and withdraws any click it does not count
         events = scope.kafka_source(brokers, clicks, group_id=group, end_epoch=epochs,
                                     fields=("page", "category", "user"), early=True)
-        per_page = events.stateful_unary(None, itemgetter(0), "PageAggregates", aggregate, bins=bins)
+        # the clicks folded per page as they arrive, the epoch's results once it is complete
+        per_page = events.stateful_unary(None, itemgetter(0), "PageAggregates", aggregate, bins=bins,
+                                         combine=epoch_pages)
         durable = per_page.kafka_sink(brokers, results, key=lambda r: r["page"])
         durable.kafka_commit(events)
         return durable.probe()

@@ -15,7 +15,9 @@ bins it touches) once, when the time is applied), and checking that its bins are
 (``split_held``) O(bins in it), in C; applying one record is one call of the user's
 function (``state_machine``: the loop around it, over runs of bins and records, in C
 with the compiled twin of ``fold_bins`` / ``apply_fold``, ``timely.megaphone._cbins``);
-a notification O(1) to schedule.
+a notification O(1) to schedule. With ``combine``, ``stateful_unary`` also calls it once
+per bin of each message as the message arrives (and once per bin again at a time with
+withdrawals).
 
 >>> import timely
 >>> def count(key, value, state):
@@ -189,11 +191,15 @@ def _control_stream(streams: list[Stream], control: Optional[Stream], feedback: 
 
 def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Optional[Stream],
               name: str, bins: int, make_apply: Callable, eager: bool = False,
-              tracked: bool = True) -> Stream:
+              tracked: bool = True, combine: Optional[Callable] = None) -> Stream:
     """F per input, one S, the feedback from S to the Fs; ``make_apply(states, give,
-    schedule)`` returns ``apply(time, cap, entries, bins_due)`` (``entries``: a list of
-    ``(input, bin, records)``). ``eager``: apply records at the frontier's time as they
-    arrive (no notifications: ``state_machine``) instead of once the time is complete.
+    schedule)`` returns ``apply(time, cap, entries, bins_due, combined)`` (``entries``: a
+    list of ``(input, runs, records)``; ``combined``: see ``combine``). ``eager``: apply
+    records at the frontier's time as they arrive (no notifications: ``state_machine``)
+    instead of once the time is complete. ``combine(acc, records) -> acc``: each bin's
+    records at a time are also folded into an accumulator as they arrive (acc None at
+    first), handed to ``apply`` as ``combined`` ({bin: acc}); None when the time had
+    withdrawals, whose records ``apply`` combines again from what is left.
     ``tracked``: the logic mutates the bins' dicts itself, so checkpoints learn the keys
     it changed from them (``TrackedDict``); otherwise ``apply`` names them (``touch``).
 
@@ -223,6 +229,7 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     frontiers = [p.frontier for p in data_ins] + [state_in.frontier]
     stash: dict[Any, list] = {}
     withdrawn: dict[Any, list] = {}     # time -> F's messages withdrawing records (same shape)
+    combined: dict[Any, dict] = {}      # time -> {bin: accumulator}, with ``combine``
     caps: dict[Any, Any] = {}
     notify_index: dict[Any, set] = {}
     activate_after = worker.activations.activate_after
@@ -262,7 +269,7 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
             if log is not None:
                 log.cross(t)
                 log.applied(t)
-            apply(t, caps[t], entries, ())
+            apply(t, caps[t], entries, (), None)
             if t in stash:
                 return
             caps.pop(t).drop()
@@ -328,6 +335,13 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                     for m in messages:
                         if len(m) == 3:         # (F marks a withdrawal with a fourth field)
                             entries.append((i, m[1], m[2]))
+                            if combine is not None:
+                                # while the records are still in the caches
+                                per_bin = combined.get(t)
+                                if per_bin is None:
+                                    per_bin = combined[t] = {}
+                                for b, these in _bin_slices(m[1], m[2]):
+                                    _combine_into(per_bin, b, these, combine, name, t)
                         else:
                             withdrawn.setdefault(t, []).append((i, m[1], m[2]))
                     if t not in caps:
@@ -344,9 +358,11 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                         log.cross(t)
                         log.applied(t)
                     entries = stash.pop(t, ())
+                    per_bin = combined.pop(t, None)
                     if t in withdrawn:
                         entries = subtract_entries(entries, withdrawn.pop(t))
-                    apply(t, cap, entries, notify_index.pop(t, ()))
+                        per_bin = None      # combined again from what is left
+                    apply(t, cap, entries, notify_index.pop(t, ()), per_bin)
                     del caps[t]
                     cap.drop()
             if log is not None:
@@ -503,6 +519,16 @@ def subtract_entries(entries: list, withdrawals: list) -> list:
     return out
 
 
+def _combine_into(per_bin: dict, b: int, records: Any, combine: Callable, name: str, time: Any) -> None:
+    """``per_bin[b] = combine(per_bin.get(b), records)``; a failure is a StatefulError
+    naming the operator, the bin and the time (the accumulator keeps what it had)."""
+    try:
+        per_bin[b] = combine(per_bin.get(b), records)
+    except Exception as e:
+        raise StatefulError(f"{name}: combine failed on bin {b} at time {time!r}: "
+                            f"{type(e).__name__}: {e}") from e
+
+
 def _bin_slices(runs: bytes, records: Any) -> Iterable[tuple[int, Any]]:
     """``(bin, its records)`` for each run of one of F's messages, in order."""
     pos = 0
@@ -528,7 +554,7 @@ def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], contro
     The outputs are emitted at the record's time. ``control``: a stream of Map / Move /
     Bootstrap commands, or None for the cluster's rebalancer."""
     def make_apply(states, out, schedule):
-        def apply(t, cap, entries, _bins_due):
+        def apply(t, cap, entries, _bins_due, _combined):
             emitted: list = []
             fold_bins(fold, states, entries, emitted.extend, name, t)
             if emitted:
@@ -537,11 +563,14 @@ def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], contro
     return _stateful([stream], [None], control, name, bins, make_apply, eager=True, tracked=False)
 
 
-def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
+def _keyed_logic_apply(logic: Callable, name: str, inputs: int,
+                       combine: Optional[Callable] = None) -> Callable:
+    """``apply`` for logic called once per (time, bin) with the bin's records per input,
+    or (``combine``, one input) with the bin's accumulator of them."""
     def make_apply(states, out, schedule):
         bins_ = states.bins
 
-        def apply(t, cap, entries, bins_due):
+        def grouped(t, entries, bins_due):
             per_bin: dict[int, list] = {}
             for i, runs, records in entries:
                 for b, these in _bin_slices(runs, records):
@@ -558,6 +587,24 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
                         lists = per_bin[b] = [[] for _ in range(inputs)]
                     for i, record in due:
                         lists[i].append(record)
+            return per_bin
+
+        def accumulated(t, entries, bins_due, per_bin):
+            if per_bin is None:
+                per_bin = {}
+                for _i, runs, records in entries:
+                    for b, these in _bin_slices(runs, records):
+                        _combine_into(per_bin, b, these, combine, name, t)
+            for b in bins_due:
+                bin = bins_.get(b)
+                due = bin.pending.pop(t, None) if bin is not None else None
+                if due:
+                    _combine_into(per_bin, b, [record for _i, record in due], combine, name, t)
+            return {b: (acc,) for b, acc in per_bin.items()}
+
+        def apply(t, cap, entries, bins_due, combined):
+            per_bin = (grouped(t, entries, bins_due) if combine is None
+                       else accumulated(t, entries, bins_due, combined))
             emitted: list = []
             log = states.log
             for b in sorted(per_bin):
@@ -582,12 +629,47 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int) -> Callable:
 
 
 def stateful_unary(stream: Stream, control: Optional[Stream], key: Callable[[Any], Any], name: str,
-                   logic: Callable, bins: int = DEFAULT_BINS) -> Stream:
+                   logic: Callable, bins: int = DEFAULT_BINS, combine: Optional[Callable] = None) -> Stream:
     """``logic(time, records, state, notificator, output)`` once per (time, bin) with
     work, in time order: ``records`` are the bin's records at ``time`` (then those its
     notificator scheduled for ``time``), ``state`` the bin's dict (mutate it), and
-    ``output`` a list whose items are emitted at ``time``."""
-    return _stateful([stream], [key], control, name, bins, _keyed_logic_apply(logic, name, 1))
+    ``output`` a list whose items are emitted at ``time``.
+
+    ``combine(acc, records) -> acc`` folds a bin's records at a time into an accumulator
+    as they arrive, ``acc`` None for the first ones (timely's ``aggregate``: the fold
+    runs while the records are fresh in the caches and the time is still open, so less
+    is left for when it completes); ``logic`` then gets the accumulator in place of
+    ``records``. Records withdrawn at a time (``timely.dataflow.withdrawal``) make S
+    combine what is left of that time's records again, once, when it applies the time.
+    Records a notificator scheduled are combined when their time is applied.
+
+    >>> import timely
+    >>> def tally(acc, words):
+    ...     acc = acc if acc is not None else {}
+    ...     for w in words:
+    ...         acc[w] = acc.get(w, 0) + 1
+    ...     return acc
+    >>> def totals(time, counts, state, notificator, output):
+    ...     for w, n in counts.items():
+    ...         state[w] = state.get(w, 0) + n
+    ...         output.append((w, state[w]))
+    >>> def build(worker):
+    ...     def dataflow(scope):
+    ...         source, words = scope.new_input()
+    ...         out = words.stateful_unary(None, lambda w: w, "Totals", totals, combine=tally)
+    ...         return source, out.capture()
+    ...     source, captured = worker.dataflow(dataflow)
+    ...     for epoch, batch in enumerate([["a", "b", "a"], ["a"]]):
+    ...         source.send_batch(batch)
+    ...         source.advance_to(epoch + 1)
+    ...     source.close()
+    ...     worker.run()
+    ...     return sorted((t, sorted(rs)) for t, rs in captured.by_time().items())
+    >>> timely.execute(1, build)
+    [[(0, [('a', 2), ('b', 1)]), (1, [('a', 3)])]]
+    """
+    return _stateful([stream], [key], control, name, bins, _keyed_logic_apply(logic, name, 1, combine),
+                     combine=combine)
 
 
 def stateful_binary(stream: Stream, other: Stream, control: Optional[Stream], key1: Callable[[Any], Any],
