@@ -16,7 +16,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples", "pipeline"))
 
 import timely  # noqa: E402
-from dataflow import aggregate  # noqa: E402
+from dataflow import aggregate, epoch_pages  # noqa: E402
 
 
 def main(argv):
@@ -32,7 +32,8 @@ def main(argv):
         def dataflow(scope):
             events = scope.kafka_source(args.brokers, args.clicks, group_id=args.group, end_epoch=args.epochs)
             per_page = (events.map(lambda e: (e["page"], e["category"], e["user"]))
-                        .stateful_unary(None, lambda r: r[0], "PageAggregates", aggregate, bins=16))
+                        .stateful_unary(None, lambda r: r[0], "PageAggregates", aggregate, bins=16,
+                                        combine=epoch_pages))
             per_page.kafka_commit(events)
         worker.dataflow(dataflow)
         worker.bootstrap()
