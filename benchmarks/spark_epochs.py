@@ -97,11 +97,11 @@ def main() -> None:
 
                 def by_epoch(topic, frames=frames):
                     for frame in frames.values():
-                        spark_jobs.write_epoch(frame, brokers, topic)
+                        spark_jobs.write_rows(frame, brokers, topic)
 
                 def empty(topic, empties=empties):
                     for frame in empties.values():
-                        spark_jobs.write_epoch(frame, brokers, topic)
+                        spark_jobs.write_rows(frame, brokers, topic)
 
                 for _ in range(args.repeat):
                     measure("epoch by epoch", tasks, by_epoch)

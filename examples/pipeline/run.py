@@ -218,7 +218,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         t = time.monotonic()
         report.started_at = time.time()
         for epoch in range(epochs):
-            spark_jobs.write_epoch(frames[epoch], brokers, clicks, rows_per_message)
+            spark_jobs.write_rows(frames[epoch], brokers, clicks, rows_per_message)
             report.written_at[epoch] = time.time()
             if epoch == join_after:
                 cluster.join(original=processes)

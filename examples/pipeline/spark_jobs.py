@@ -7,8 +7,8 @@ not in the catalog. ``clean`` drops those (and says how many of each), joins the
 catalog to add each page's category, and gives every event its epoch (its time window).
 ``write_rows`` writes to Kafka with the ``timely-kafka`` data source (rows routed so each
 Kafka partition has one writer, each epoch followed by its markers); ``epoch_frames``
-splits the rows into one frame per epoch, once, ``write_epoch`` writes one of them, and
-``release`` frees them.
+splits the rows into one frame per epoch, once, for ``write_rows`` to write epoch by
+epoch, and ``release`` frees them.
 
 ``expected`` is Spark's own computation of what the dataflow computes, from the same
 clean events: per (epoch, page) the clicks and distinct users, and their running totals.
@@ -141,11 +141,6 @@ def release(frames: dict[int, Any]) -> None:
     for frame in frames.values():
         rdd = frame._jdf.queryExecution().logical().rdd()
         frame.sparkSession.sparkContext._jsc.sc().unpersistRDD(rdd.id(), True)
-
-
-def write_epoch(frame: Any, brokers: str, topic: str, rows_per_message: Optional[int] = None) -> None:
-    """Write one epoch's frame of ``epoch_frames`` to ``topic`` (``write_rows``)."""
-    write_rows(frame, brokers, topic, rows_per_message)
 
 
 def expected(events: Any) -> Any:
