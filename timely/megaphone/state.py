@@ -230,6 +230,8 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     stash: dict[Any, list] = {}
     withdrawn: dict[Any, list] = {}     # time -> F's messages withdrawing records (same shape)
     combined: dict[Any, dict] = {}      # time -> {bin: accumulator}, with ``combine``
+    # Combined records are kept only to be combined again after a withdrawal.
+    keep = combine is None or any(s.withdraws for s in streams)
     caps: dict[Any, Any] = {}
     notify_index: dict[Any, set] = {}
     activate_after = worker.activations.activate_after
@@ -334,14 +336,14 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                         entries = stash[t] = []
                     for m in messages:
                         if len(m) == 3:         # (F marks a withdrawal with a fourth field)
-                            entries.append((i, m[1], m[2]))
+                            if keep:
+                                entries.append((i, m[1], m[2]))
                             if combine is not None:
                                 # while the records are still in the caches
                                 per_bin = combined.get(t)
                                 if per_bin is None:
                                     per_bin = combined[t] = {}
-                                for b, these in _bin_slices(m[1], m[2]):
-                                    _combine_into(per_bin, b, these, combine, name, t)
+                                _combine_message(per_bin, m[1], m[2], combine, name, t)
                         else:
                             withdrawn.setdefault(t, []).append((i, m[1], m[2]))
                     if t not in caps:
@@ -519,6 +521,13 @@ def subtract_entries(entries: list, withdrawals: list) -> list:
     return out
 
 
+def _combine_message(per_bin: dict, runs: bytes, records: Any, combine: Callable, name: str,
+                     time: Any) -> None:
+    """Combine each bin's records of one of F's messages into ``per_bin``."""
+    for b, these in _bin_slices(runs, records):
+        _combine_into(per_bin, b, these, combine, name, time)
+
+
 def _combine_into(per_bin: dict, b: int, records: Any, combine: Callable, name: str, time: Any) -> None:
     """``per_bin[b] = combine(per_bin.get(b), records)``; a failure is a StatefulError
     naming the operator, the bin and the time (the accumulator keeps what it had)."""
@@ -570,6 +579,14 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int,
     def make_apply(states, out, schedule):
         bins_ = states.bins
 
+        def due_records(t, bins_due):
+            """``(bin, [(input, record)])`` its notificator scheduled for ``t``, taken out."""
+            for b in bins_due:
+                bin = bins_.get(b)
+                due = bin.pending.pop(t, None) if bin is not None else None
+                if due:
+                    yield b, due
+
         def grouped(t, entries, bins_due):
             per_bin: dict[int, list] = {}
             for i, runs, records in entries:
@@ -578,28 +595,21 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int,
                     if lists is None:
                         lists = per_bin[b] = [[] for _ in range(inputs)]
                     lists[i].extend(these)
-            for b in bins_due:
-                bin = bins_.get(b)
-                due = bin.pending.pop(t, None) if bin is not None else None
-                if due:
-                    lists = per_bin.get(b)
-                    if lists is None:
-                        lists = per_bin[b] = [[] for _ in range(inputs)]
-                    for i, record in due:
-                        lists[i].append(record)
+            for b, due in due_records(t, bins_due):
+                lists = per_bin.get(b)
+                if lists is None:
+                    lists = per_bin[b] = [[] for _ in range(inputs)]
+                for i, record in due:
+                    lists[i].append(record)
             return per_bin
 
         def accumulated(t, entries, bins_due, per_bin):
             if per_bin is None:
                 per_bin = {}
                 for _i, runs, records in entries:
-                    for b, these in _bin_slices(runs, records):
-                        _combine_into(per_bin, b, these, combine, name, t)
-            for b in bins_due:
-                bin = bins_.get(b)
-                due = bin.pending.pop(t, None) if bin is not None else None
-                if due:
-                    _combine_into(per_bin, b, [record for _i, record in due], combine, name, t)
+                    _combine_message(per_bin, runs, records, combine, name, t)
+            for b, due in due_records(t, bins_due):
+                _combine_into(per_bin, b, [record for _i, record in due], combine, name, t)
             return {b: (acc,) for b, acc in per_bin.items()}
 
         def apply(t, cap, entries, bins_due, combined):

@@ -132,10 +132,11 @@ def worker_numbers(worker: Any) -> dict:
                          "migrations_pending": max(0, _retry(lambda: len(states.routers[0].configs)) - 1)
                          if states.routers else 0})
     lag = []
-    for state in list(getattr(worker, "kafka_sources", {}).values()):
+    sources = list(getattr(worker, "kafka_sources", {}).values())
+    for state in sources:
         lag.extend(_source_lag(state, worker.index))
     sink_errors = sum(len(s._errors) for ctx in list(worker.checkpoint_contexts.values()) for s in ctx.sinks)
-    withdrawn = sum(s.withdrawals for s in list(getattr(worker, "kafka_sources", {}).values()))
+    withdrawn = sum(s.withdrawals for s in sources)
     checkpoint = None
     for ctx in list(worker.checkpoint_contexts.values()):
         if ctx.enabled:

@@ -235,6 +235,12 @@ class KafkaSourceState:
                 self._dead_letter(topic, partition, offset, value, str(exc))
         return events
 
+    def give(self, out: Any, cap: Any, events: list, epoch: Any = None) -> None:
+        """Hand ``events`` to the dataflow at ``epoch`` (None: the capability's time), counted."""
+        if events:
+            self.records += len(events)
+            out.give_batch(cap, events, epoch)
+
     def early_events(self, topic: str, partition: int, records: list) -> tuple[list, int]:
         """``(events, n)``: the events of ``records``' first ``n`` records, up to the
         first whose value does not decode (all of them when each does), to hand on
@@ -260,9 +266,7 @@ class KafkaSourceState:
             part.hand_on(epoch, n)
             if n < len(records):
                 part.hold_back(epoch)
-            if events:
-                self.records += len(events)
-                out.give_batch(cap, events, epoch)
+            self.give(out, cap, events, epoch)
 
     def withdraw(self, out: Any, cap: Any, tp: tuple[str, int], withdrawn: list) -> None:
         """Take back records given early, ``[(epoch, records)]``, and clear the list."""
@@ -583,10 +587,7 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
             for epoch, records in part.record(m.offset(), m.headers(), m.value()):
                 if end_epoch is not None and epoch >= end_epoch:
                     continue
-                events = state.events(key[0], key[1], records)
-                if events:
-                    state.records += len(events)
-                    out.give_batch(cap, events, epoch)
+                state.give(out, cap, state.events(key[0], key[1], records), epoch)
             if part.withdrawn:
                 state.withdraw(out, cap, key, part.withdrawn)
         for key in touched:
@@ -657,10 +658,7 @@ def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size:
             parts[key].position = m.offset() + 1
             batches.setdefault(key, []).append((m.offset(), m.value(), None))
         for (topic, partition), records in batches.items():
-            events = state.events(topic, partition, records)
-            if events:
-                state.records += len(events)
-                out.give_batch(holder["cap"], events)
+            state.give(out, holder["cap"], state.events(topic, partition, records))
             clock["count"] += len(records)
         if ((epoch_records and clock["count"] >= epoch_records)
                 or (epoch_ms and (time.monotonic() - clock["started"]) * 1000 >= epoch_ms)):
