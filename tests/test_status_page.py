@@ -4,7 +4,8 @@ that each test changes (processes joining, going down, failing).
 
 Protects: every operator and every worker's bar is shown and follows joins and leaves, a
 down process is shown as down, channel rates come from the growth of records between
-polls, the error banner comes and goes with cluster.json, and no JavaScript error is
+polls, the error banner comes and goes with cluster.json, a stalled dataflow's banner says what
+holds it and goes when it moves, and no JavaScript error is
 thrown on partial or unexpected JSON. Waits are on the page's poll count, never sleeps.
 """
 from __future__ import annotations
@@ -124,6 +125,7 @@ class FakeCluster:
         self.fail: int | None = None
         self.hidden_operators: set[str] = set()
         self.body: dict | None = None      # when set, served as is instead
+        self.stalls: dict[int, list] = {}   # process -> its /status.json "stalls"
 
         cluster = self
 
@@ -157,8 +159,8 @@ class FakeCluster:
         return {"generated": time.time(), "processes": [
             {"process": p, "url": f"http://127.0.0.1:{9100 + p}", "up": own is not None,
              "error": None if own is not None else "connection refused",
-             "status": (process_status(p, own, members, elapsed, self.hidden_operators)
-                        if own is not None else None)}
+             "status": ({**process_status(p, own, members, elapsed, self.hidden_operators),
+                         "stalls": self.stalls.get(p, [])} if own is not None else None)}
             for p, own in sorted(self.processes.items())]}
 
     def close(self) -> None:
@@ -295,6 +297,20 @@ def test_error_banner_comes_and_goes(page, cluster):
     cluster.fail = None
     page.wait_for_selector("#error", state="hidden")
     assert polls(page) > shown_before
+
+
+def test_stall_banner_says_what_holds_a_stuck_dataflow(page, cluster):
+    assert page.is_hidden("#stall")
+    cluster.stalls = {1: [{"dataflow": "Clickstream", "worker": 2, "seconds": 45.2,
+                           "held_here": [], "held_elsewhere": [], "in_flight": [],
+                           "summary": "held here: Input (node 1, output 0) at 7 (an input the "
+                                      "program has not closed)"}]}
+    page.wait_for_selector("#stall", state="visible")
+    text = page.inner_text("#stall")
+    assert "dataflow Clickstream on worker 2 has made no progress for 45 s" in text, text
+    assert "Input (node 1, output 0) at 7" in text, text
+    cluster.stalls = {}
+    page.wait_for_selector("#stall", state="hidden")
 
 
 def test_screenshot_is_a_png(page, tmp_path):

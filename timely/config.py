@@ -62,6 +62,12 @@ class Config:
     kafka_options: dict = dataclasses.field(default_factory=dict)  # librdkafka properties for broker/'s clients
     check_progress: bool = False          # assert progress accounting after every step
     timeout: float = 30.0                 # seconds a peer may stay silent before fail-stop
+    # seconds to wait for the cluster's other processes at start-up; 0: for ever, saying
+    # every `timeout` seconds whom it waits for (a supervisor's restart meets no crash loop)
+    connect_timeout: float = 0.0
+    # a dataflow whose frontier has not moved for this many seconds is logged with what
+    # holds it, and shown on the status page (timely.stall); 0: never
+    stall_warn: float = 30.0
     join: Optional[int] = None            # joining a running cluster: the bootstrap worker
     nn: Optional[int] = None              # joining: the number of processes once joined
     secret_file: Optional[str] = None     # the cluster secret (or TIMELY_CLUSTER_SECRET)
@@ -121,6 +127,12 @@ class Config:
                               f"got {self.checkpoint_interval!r}")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
+        if self.connect_timeout < 0:
+            raise ConfigError(f"connect_timeout must be 0 (wait for ever) or a positive number of "
+                              f"seconds, got {self.connect_timeout}")
+        if self.stall_warn < 0:
+            raise ConfigError(f"stall_warn must be 0 (off) or a positive number of seconds, "
+                              f"got {self.stall_warn}")
         if type(self.metrics_port) is not int or not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics_port must be a TCP port (1-65535), or 0 for no metrics, "
                               f"got {self.metrics_port!r}")
@@ -202,6 +214,8 @@ class Config:
                                  "(repeatable)")
         parser.add_argument("--check-progress", dest="check_progress", action="store_true", default=None)
         parser.add_argument("--timeout", type=float)
+        parser.add_argument("--connect-timeout", dest="connect_timeout", type=float)
+        parser.add_argument("--stall-warn", dest="stall_warn", type=float)
         parser.add_argument("-j", "--join", type=int)
         parser.add_argument("--nn", type=int)
         parser.add_argument("--secret-file", dest="secret_file")
@@ -230,6 +244,8 @@ class Config:
                                 ("kafka_prefix", "TIMELY_KAFKA_PREFIX", str),
                                 ("check_progress", "TIMELY_CHECK_PROGRESS", lambda v: v not in ("", "0")),
                                 ("timeout", "TIMELY_TIMEOUT", float),
+                                ("connect_timeout", "TIMELY_CONNECT_TIMEOUT", float),
+                                ("stall_warn", "TIMELY_STALL_WARN", float),
                                 ("rebalance", "TIMELY_REBALANCE", str),
                                 ("migration", "TIMELY_MIGRATION", str),
                                 ("checkpoint", "TIMELY_CHECKPOINT", str),

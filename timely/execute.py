@@ -14,9 +14,10 @@ process, as does a single worker or a free-threaded build.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from .communication.cluster import execute_cluster, execute_forked, workers_as_processes
 from .communication.cluster.start import serve_metrics
@@ -27,18 +28,32 @@ from .collector import full_collections_after
 from .config import Config
 from .worker import Worker, WorkerAborted
 
+log = logging.getLogger("timely.execute")
 
-def execute(config: Any, build: Callable[[Worker], Any]) -> list[Any]:
+
+def execute(config: Any, build: Callable[[Worker], Any],
+            complete: Optional[Callable[[], Optional[str]]] = None) -> list[Any]:
     """Run ``build`` on every worker (see the module docstring), with Python's full
-    collections made rare meanwhile (``Config.gc_full_after``, ``timely.collector``)."""
+    collections made rare meanwhile (``Config.gc_full_after``, ``timely.collector``).
+
+    ``complete()``, if given, says why the job is already done (or None): e.g.
+    ``timely.connectors.kafka.job_complete``. A process of a cluster asks it while it
+    waits for peers, and one of a single process before it starts; if the job is done,
+    ``execute`` says so and returns ``[]`` without running anything, so a process a
+    supervisor restarts after its job ended exits with status 0 at once."""
     config = Config.coerce(config)
     with full_collections_after(config.gc_full_after):
-        return _execute(config, build)
+        return _execute(config, build, complete)
 
 
-def _execute(config: Config, build: Callable[[Worker], Any]) -> list[Any]:
+def _execute(config: Config, build: Callable[[Worker], Any],
+             complete: Optional[Callable[[], Optional[str]]]) -> list[Any]:
     if config.cluster:
-        return execute_cluster(config, build)
+        return execute_cluster(config, build, complete=complete)
+    done = complete() if complete is not None else None
+    if done:
+        log.warning("the job is already complete (%s): nothing to do", done)
+        return []
     if workers_as_processes(config):
         return execute_forked(config, build)
     hub = ProcessHub(config.workers)
@@ -69,8 +84,7 @@ def _run(config: Config, build: Callable[[Worker], Any], hub: ProcessHub, worker
     def run(local: int) -> None:
         worker = workers[local]
         try:
-            results[local] = build(worker)
-            worker.run()
+            results[local] = worker.execute(build)
         except WorkerAborted:
             pass
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller
@@ -94,6 +108,7 @@ def _run(config: Config, build: Callable[[Worker], Any], hub: ProcessHub, worker
     return results
 
 
-def execute_from_args(argv: Sequence[str], build: Callable[[Worker], Any]) -> list[Any]:
+def execute_from_args(argv: Sequence[str], build: Callable[[Worker], Any],
+                      complete: Optional[Callable[[], Optional[str]]] = None) -> list[Any]:
     """``execute`` with a Config parsed from command-line arguments (``-w``, ``-n`` ...)."""
-    return execute(Config.from_args(argv), build)
+    return execute(Config.from_args(argv), build, complete)

@@ -17,6 +17,7 @@ from .checkpoint.context import DataflowCheckpoint
 from .communication.errors import ClusterError
 from .config import Config
 from .dataflow.activations import Activations
+from .dataflow.operators.input import close_left_open
 from .dataflow.scope import Scope
 from .progress.broadcast import Progcaster
 from .progress.subgraph import subgraphs
@@ -25,6 +26,7 @@ from .rescaling.bootstrap import BootstrapServer, run_client, run_kafka_client
 from .rescaling.grants import announce, retract
 from .rescaling.leave import LeaveRefused
 from .rescaling import recovery
+from .stall import StallDetector
 
 
 class WorkerAborted(RuntimeError):
@@ -127,6 +129,8 @@ class Worker:
         #: called after each rescale event is applied (the rebalancers' activators)
         self.rescale_listeners: list[Callable[[], None]] = []
         self.step_lock: Optional[Any] = None
+        #: says what holds a dataflow that stopped moving (timely.stall); None: off
+        self.stall = StallDetector(self, config.stall_warn) if config.stall_warn else None
 
     # ---- identifiers and channels ----------------------------------------------------------
     def new_identifier(self) -> int:
@@ -387,26 +391,6 @@ class Worker:
             raise LeaveRefused("only a process of a cluster can leave it")
         self._membership.request_leave(f"worker {self.index} asked")
 
-    def _leave_step(self) -> None:
-        membership = self._membership
-        if membership.leave_requested and not membership.leave_started and self.allocator.local == 0:
-            why = leave.refusal(self)
-            if why is not None:
-                membership.refuse_leave(why)
-            else:
-                membership.try_start_leave()
-        if self.leaving and not self.quiesced and leave.stateless(self):
-            self.quiesced = True
-            membership.quiesced_locally()
-        if self.leaving and not self.left:
-            if leave.drained(self):
-                self.left = True
-                self.log.info("worker %d has drained: it leaves the cluster", self.index)
-            elif time.monotonic() - self._leave_logged > 2.0:
-                self._leave_logged = time.monotonic()
-                self.log.info("worker %d is leaving; waiting for %s", self.index,
-                              leave.describe_wait(self))
-
     def progress_state_size(self) -> dict[str, int]:
         """Instruments: accumulated progress-state entries and recorded batches."""
         return {"state_entries": sum(p.state_size() for p in self.progcasters.values()),
@@ -450,11 +434,14 @@ class Worker:
         if self._control is not None and (self._servers or len(self._control)):
             self._serve_control()
         if self._membership is not None and (self._membership.leave_requested or self.leaving):
-            self._leave_step()
+            leave.step(self)
             if self.left:
                 return False
         if self._check_progress and self.process_workers is not None:
             self._accounting.check_quiescent(self.process_workers)
+        stall = self.stall
+        if stall is not None and time.monotonic() >= stall.due:
+            stall.check()
         every = self._state_log_every
         if every and self.steps % every == 0:
             self.log.info("worker %d step %d: progress state %s", self.index, self.steps,
@@ -484,6 +471,14 @@ class Worker:
         """Step until ``condition()`` is false."""
         while condition() and not self.left:
             self.step_or_park()
+
+    def execute(self, build: Callable[["Worker"], Any]) -> Any:
+        """The program on this worker: ``build(self)``, then close the inputs it left open
+        (nothing can feed them now), then ``run``; returns what ``build`` returned."""
+        result = build(self)
+        close_left_open(self)
+        self.run()
+        return result
 
     def run(self) -> None:
         """Step until every dataflow is complete."""

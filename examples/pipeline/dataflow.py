@@ -27,6 +27,7 @@ from operator import itemgetter
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import timely  # noqa: E402
+from timely.connectors.kafka import job_complete  # noqa: E402
 
 
 def epoch_pages(pages, records):
@@ -104,7 +105,9 @@ def main(argv):
         return (worker.index, sum(s.records for s in sources), sum(len(s.parts) for s in sources),
                 held.keys() if held is not None else 0, len(held.bins) if held is not None else 0)
 
-    for index, records, partitions, keys, bins in timely.execute(config, run):
+    # a process restarted after the job ended (its group committed every epoch) exits at once
+    done = job_complete(args.brokers, args.clicks, args.group, args.epochs)
+    for index, records, partitions, keys, bins in timely.execute(config, run, complete=done):
         print(f"worker {index}: read {records} events from {partitions} partitions; "
               f"holds {bins} bins, {keys} keys (its pages, and their users)", flush=True)
     print(f"process {config.process}: done in {time.perf_counter() - start:.2f} s", flush=True)

@@ -3,7 +3,8 @@
 ``process_status(source)`` is ``/status.json``: the dataflows' graph (operators and
 channels, as ``timely.visualize.describe_dataflow`` draws them) with every local
 worker's figures (``timely.metrics.instruments.worker_numbers``), the stateful
-operators' bins and keys, the Kafka sources' lag, migrations, checkpoints. The graph
+operators' bins and keys, the Kafka sources' lag, migrations, checkpoints, and the
+dataflows that have stopped moving (``stalls``, timely.stall). The graph
 comes from the first worker that built each dataflow: every worker builds the same.
 
 ``cluster_status(source, timeout)`` is ``/cluster.json``, served by any process but
@@ -91,7 +92,9 @@ def process_status(source: Source) -> dict:
                            "bins_moved": sum(s["bins_received"] for s in stateful)},
             "kafka": {"lag": lag, "sink_errors": sink_errors, "withdrawn": withdrawn},
             "progress": progress, "rollbacks": rollbacks, "recovery_seconds": recovery,
-            "checkpoint": checkpoint}
+            "checkpoint": checkpoint,
+            # dataflows whose frontier has not moved for --stall-warn seconds (timely.stall)
+            "stalls": [r for w in source.workers if w.stall is not None for r in w.stall.report()]}
 
 
 def cluster_status(source: Source, timeout: float = 2.0) -> dict:

@@ -39,6 +39,7 @@ Costs: the leave check runs once per step of a leaving worker, O(scopes + channe
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Optional
 
 from ..progress.subgraph import subgraphs
@@ -71,6 +72,28 @@ def refusal(worker: Any) -> Optional[str]:
         return (f"it hosts worker {worker.initial_workers[0]}, which runs the stateful operators' "
                 f"rebalancer")
     return None
+
+
+def step(worker: Any) -> None:
+    """A worker's part in its process's leave, once per step while one is asked for or
+    under way: start it (or refuse it, saying why), quiesce, and finish once drained."""
+    membership = worker.membership
+    if membership.leave_requested and not membership.leave_started and worker.allocator.local == 0:
+        why = refusal(worker)
+        if why is not None:
+            membership.refuse_leave(why)
+        else:
+            membership.try_start_leave()
+    if worker.leaving and not worker.quiesced and stateless(worker):
+        worker.quiesced = True
+        membership.quiesced_locally()
+    if worker.leaving and not worker.left:
+        if drained(worker):
+            worker.left = True
+            log.info("worker %d has drained: it leaves the cluster", worker.index)
+        elif time.monotonic() - worker._leave_logged > 2.0:
+            worker._leave_logged = time.monotonic()
+            log.info("worker %d is leaving; waiting for %s", worker.index, describe_wait(worker))
 
 
 def stateless(worker: Any) -> bool:

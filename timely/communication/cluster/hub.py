@@ -40,6 +40,7 @@ from ..kafka import KafkaProgress, progress_prefix
 from ..thread import ProcessHub
 from .allocator import ClusterAllocator
 from .connection import CONTROL, Connection, handshake, read_frame
+from .patience import PeerWait, describe
 
 log = logging.getLogger("timely.cluster")
 
@@ -69,6 +70,9 @@ class ClusterHub(ProcessHub):
         self.membership = Membership(self, self._lock)
         #: this start of the job, as the cluster agreed (names its Kafka progress logs)
         self.run = ""
+        #: the program's check that the job is already complete (``execute(complete=)``),
+        #: asked while this process waits for peers
+        self.complete: Optional[Callable[[], Optional[str]]] = None
 
     def restart_progress(self, round_: int, workers: list[int]) -> None:
         """A rollback: in Kafka progress mode, the survivors' progress goes to new logs
@@ -116,22 +120,21 @@ class ClusterHub(ProcessHub):
         or as one of a running cluster (``"members"``: it died and comes back, and joins
         as a joiner does). A process whose higher peers are late asks them too (the lowest
         process, coming back, has no lower one to ask); a peer that is starting as well
-        closes such a connection and connects to it itself."""
-        deadline = time.monotonic() + self.timeout
+        closes such a connection and connects to it itself. Every wait here is a
+        ``PeerWait`` (timely.communication.cluster.patience): no crash loop."""
+        wait = PeerWait(self.process, self.timeout, self.config.connect_timeout, self.complete)
         order = list(range(self.process))
         if self.joining:
             order = [self.config.join // self.workers_per_process]
         while order:
             process = order.pop(0)
-            sock, greeting = self._connect(process, deadline)
+            sock, greeting = self._connect(process, wait)
             self._add(process, sock, joining=False)
             if greeting is not None and greeting[0] == "members":
                 self._rejoin(greeting)
             if self.joining and self.membership.members is None:
-                host, port = self.config.address_of(process)
-                self._await(lambda: self.membership.members is not None, deadline,
-                            lambda: f"process {process} at {host}:{port} did not admit us "
-                                    f"within {self.timeout:g} s")
+                self._await(lambda: self.membership.members is not None, wait,
+                            lambda: f"{describe(self.config, [process])} to admit us")
             if self.joining:
                 with self._lock:
                     order = sorted(p for p in self.membership.members
@@ -148,42 +151,39 @@ class ClusterHub(ProcessHub):
         while missing():
             if self.error is not None:
                 raise self.error
-            if time.monotonic() > deadline:
-                raise ClusterError(f"process {self.process}: processes {missing()} did not connect "
-                                   f"within {self.timeout:g} s")
+            wait.tick(lambda: f"{describe(self.config, missing())} to connect")
             if not self.joining and time.monotonic() > asked:
                 asked = time.monotonic() + 1.0
                 for process in missing():
                     if process > self.process and self._ask(process):
-                        return self.connect_all_as_joiner(deadline)
+                        return self.connect_all_as_joiner(wait)
             time.sleep(0.01)
 
-    def connect_all_as_joiner(self, deadline: float) -> None:
+    def connect_all_as_joiner(self, wait: PeerWait) -> None:
         """A process that came back: connect to every member it has no connection to."""
         with self._lock:
             order = sorted(p for p in self.membership.members if p != self.process and p not in self.connections)
         for process in order:
-            sock, _ = self._connect(process, deadline)
+            sock, _ = self._connect(process, wait)
             self._add(process, sock, joining=False)
 
-    def _connect(self, process: int, deadline: float, once: bool = False) -> tuple:
+    def _connect(self, process: int, wait: Optional[PeerWait]) -> tuple:
         """An authenticated socket to ``process`` and, unless this process joins, the
-        greeting it sent (None if it closed the connection instead: it is starting)."""
+        greeting it sent (None if it closed the connection instead: it is starting).
+        Without ``wait``, one attempt: ``(None, None)`` if nobody answers."""
         host, port = self.config.address_of(process)
         while True:
             try:
-                sock = socket.create_connection((host, port), timeout=1.0 if once else self.timeout)
+                sock = socket.create_connection((host, port), timeout=1.0 if wait is None else self.timeout)
                 theirs = handshake(sock, self.secret, self._hello(), self.timeout)
                 break
             except (ConnectionRefusedError, socket.timeout, ConnectionResetError):
-                if once:
+                if wait is None:
                     return None, None
                 if self.error is not None:      # e.g. the process that admitted us dropped us
                     raise self.error
-                if time.monotonic() > deadline:
-                    raise ClusterError(f"process {process} at {host}:{port} did not answer "
-                                       f"within {self.timeout:g} s") from None
-                time.sleep(0.05)
+                wait.tick(lambda: f"{describe(self.config, [process])} to answer")
+                wait.pause()
             except PermissionError as e:
                 raise ClusterError(f"process {process} at {host}:{port} refused us: {e}") from None
         self._check_peer(theirs, process)
@@ -198,7 +198,7 @@ class ClusterHub(ProcessHub):
     def _ask(self, process: int) -> bool:
         """Ask the late ``process`` whether a cluster runs; True if it does (this process
         now joins it: the members are known)."""
-        sock, greeting = self._connect(process, 0.0, once=True)
+        sock, greeting = self._connect(process, None)
         if sock is None or greeting is None:
             return False
         self._add(process, sock, joining=False)
@@ -216,14 +216,13 @@ class ClusterHub(ProcessHub):
         log.warning("process %d: the cluster runs without it (it died and comes back): it joins, "
                     "bootstrapped by worker %d", self.process, greeting[3])
 
-    def _await(self, done: Callable[[], bool], deadline: float, failure: Callable[[], str]) -> None:
-        """Poll ``done()`` until it holds; raise the cluster's error if one occurs, or a
-        ClusterError saying ``failure()`` once ``deadline`` (monotonic) has passed."""
+    def _await(self, done: Callable[[], bool], wait: PeerWait, whom: Callable[[], str]) -> None:
+        """Poll ``done()`` until it holds; raise the cluster's error if one occurs; tick
+        ``wait`` (whom: what it waits for) meanwhile."""
         while not done():
             if self.error is not None:
                 raise self.error
-            if time.monotonic() > deadline:
-                raise ClusterError(failure())
+            wait.tick(whom)
             time.sleep(0.01)
 
     def _check_peer(self, hello: tuple, expected: Optional[int]) -> None:

@@ -14,8 +14,9 @@ fail), and the first error is raised. A SIGTERM asks the process to leave; if it
 This module runs workers, so it imports ``timely.worker``: it is the one module of
 ``timely.communication`` above the worker, and nothing the worker imports imports it.
 
-Costs: start-up waits at most ``Config.timeout`` for the other processes; the end
-waits at most ``Config.timeout`` for their goodbyes.
+Costs: start-up waits for the other processes as long as it takes, saying whom it waits
+for (``Config.connect_timeout`` bounds it; timely.communication.cluster.patience); the
+end waits at most ``Config.timeout`` for their goodbyes.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from ...worker import Worker, WorkerAborted
 from ..errors import ClusterError, Terminated
 from ..kafka import KafkaProgress, progress_prefix
 from .hub import ClusterHub
+from .patience import JobComplete
 
 log = logging.getLogger("timely.cluster")
 
@@ -58,14 +60,18 @@ def secret_from(config: Any) -> bytes:
                        "or `secret` in the TOML config")
 
 
-def execute_cluster(config: Any, build: Callable[[Any], Any], listener: Optional[socket.socket] = None) -> list[Any]:
+def execute_cluster(config: Any, build: Callable[[Any], Any], listener: Optional[socket.socket] = None,
+                    complete: Optional[Callable[[], Optional[str]]] = None) -> list[Any]:
     """``execute`` for one process of a cluster (or a process joining one); ``listener``:
-    a socket already listening on this process's address, if the caller bound it."""
+    a socket already listening on this process's address, if the caller bound it;
+    ``complete``: the program's check that the job is already done, asked while this
+    process waits for its peers (it then returns ``[]`` at once)."""
     secret = secret_from(config)
     joining = config.join is not None
     processes = config.process + 1 if joining else config.processes
     hub = ClusterHub(config, secret, processes, config.processes, joining)
     hub.checkpoints = Registry(hub.agree, lambda: hub.membership.coordinator() == hub.process)
+    hub.complete = complete
     workers: list = []              # the metrics server reads them once they exist
     metrics = serve_metrics(config, config.process, workers, hub)
     try:
@@ -98,6 +104,11 @@ def _run(config: Any, build: Callable[[Any], Any], hub: ClusterHub, listener: Op
             everyone = sorted(set(members or range(processes * w)) | set(local))
             hub.kafka = KafkaProgress(config, hub, local, everyone, hub.joining,
                                       progress_prefix(config, hub.run, round_))
+    except JobComplete as done:
+        log.warning("process %d: the job is already complete (%s): nothing to do", config.process, done)
+        hub.kill()
+        hub.close_clients()
+        return []
     except BaseException:
         hub.kill()
         hub.close_clients()
@@ -112,8 +123,7 @@ def _run(config: Any, build: Callable[[Any], Any], hub: ClusterHub, listener: Op
     def run(local: int) -> None:
         worker = workers[local]
         try:
-            results[local] = build(worker)
-            worker.run()
+            results[local] = worker.execute(build)
         except WorkerAborted:
             pass
         except BaseException as e:  # noqa: BLE001 - re-raised below

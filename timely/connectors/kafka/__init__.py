@@ -9,6 +9,8 @@ Named after bytewax's and Spark's Kafka connectors: ``brokers``, ``topics``,
   JSON decoded straight into them;
 - ``commit``: ``stream.kafka_commit(source, ...)`` commits a source's offsets once
   ``stream``'s frontier has passed the epochs they end;
+- ``completion``: ``job_complete(...)``, whether a group's commits say the job is done
+  (for ``timely.execute(..., complete=)``);
 - ``sink``: ``stream.kafka_sink(brokers, topic, ...)`` writes each epoch's records, then
   its markers.
 
@@ -20,10 +22,11 @@ from __future__ import annotations
 from ...dataflow.scope import Scope
 from ...dataflow.stream import Stream
 from .commit import kafka_commit
+from .completion import committed_epoch, job_complete
 from .sink import KafkaSinkState, kafka_sink
 from .source import KafkaSourceState, kafka_source
 
-__all__ = ["kafka_commit", "kafka_sink", "kafka_source", "KafkaSinkState", "KafkaSourceState"]
+__all__ = ["committed_epoch", "job_complete", "kafka_commit", "kafka_sink", "kafka_source", "KafkaSinkState", "KafkaSourceState"]
 
 Scope.extend(kafka_source=kafka_source)
 Stream.extend(kafka_sink=kafka_sink, kafka_commit=kafka_commit)

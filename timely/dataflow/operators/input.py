@@ -4,9 +4,14 @@
 every 4096; ``send_batch`` hands its records on as one batch (O(records) to list them);
 ``advance_to`` and ``close`` flush, then downgrade or drop the input's one capability,
 O(1), and activate the operator.
+
+When the program's ``build`` returns, every input it left open is closed
+(``close_left_open``), as timely closes an ``InputHandle`` when it is dropped: a dataflow
+whose input nobody can feed any more would otherwise never complete.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterable, Optional
 
 from ..capability import Capability
@@ -38,6 +43,13 @@ class InputHandle:
             return None
         builder.build(constructor)
         scope.worker.checkpoint_context.add_input(self)
+        if scope.worker.stall is not None:
+            scope.worker.stall.waits(builder.path, self._waits)
+
+    def _waits(self) -> Optional[str]:
+        if self.closed:
+            return None
+        return "an input the program has not closed: it must advance_to a later time or close it"
 
     def restart_at(self, time: Any) -> None:
         """The dataflow was restored from a checkpoint at ``time``: every record before it
@@ -109,6 +121,21 @@ class InputHandle:
                 self._cap.drop()
                 self._activate()
             self._cap = None
+
+
+def close_left_open(worker: Any) -> list[InputHandle]:
+    """Close the inputs of ``worker``'s dataflows that are still open, and say so; returns
+    them. Called when the program's ``build`` has returned: nothing can feed them now."""
+    left = [h for ctx in worker.checkpoint_contexts.values() for h in ctx.inputs
+            if isinstance(h, InputHandle) and not h.closed]
+    if left:
+        logging.getLogger("timely.worker").info(
+            "worker %d: build returned with %d input(s) still open, at times %s: closing them "
+            "(as timely closes a dropped InputHandle)", worker.index, len(left),
+            [h._cap.time if h._cap is not None and h._cap.valid else None for h in left])
+        for handle in left:
+            handle.close()
+    return left
 
 
 def new_input(scope: Any) -> tuple[InputHandle, Stream]:

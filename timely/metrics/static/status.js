@@ -1124,9 +1124,20 @@
     renderDataflows(dataflows, processes, dt);
     renderKafka(totals.kafka);
     renderState(totals);
+    renderStalls(statuses);
 
     state.previous = { time: generated, clock, workers: new Map(dataflows.map((df) => [df.key, df.workers])) };
     document.getElementById("updated").textContent = `updated ${fmtClock(generated ?? clock)}`;
+  }
+
+  // Dataflows whose frontier has not moved for --stall-warn seconds, and what holds them.
+  function renderStalls(statuses) {
+    const banner = document.getElementById("stall");
+    const stalls = statuses.flatMap((st) => asArray(st.stalls)).map(asObject);
+    banner.hidden = stalls.length === 0;
+    banner.textContent = stalls.map((s) =>
+      `Stalled: dataflow ${s.dataflow} on worker ${s.worker} has made no progress for ` +
+      `${Math.round(finite(s.seconds) ?? 0)} s. ${s.summary ?? ""}`).join("\n");
   }
 
   function showError(error) {
