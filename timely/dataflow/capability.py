@@ -5,7 +5,9 @@ is recorded as +1 at t in the output's ``internals`` ChangeBatch (see
 timely.progress.operate); ``delayed`` mints another at a later time, ``downgrade``
 moves this one forward, ``drop`` (or losing the last reference to it) gives it up.
 An ``InputCapability`` comes with a received batch: ``retain`` / ``delayed`` turn it
-into a Capability for the batch's time or later. Every operation is O(outputs).
+into a Capability for the batch's time or later. ``Capabilities`` moves the capabilities
+of several outputs together (a record stream and a hand-off loop). Every operation is
+O(outputs).
 
 A worker that joins a running cluster builds its dataflows before it knows where the
 computation stands, so the capabilities its operators receive then are *pending*
@@ -132,6 +134,35 @@ class Capability:
 
     def __repr__(self) -> str:
         return f"Capability({self.time!r}{'' if self._valid else ', dropped'})"
+
+
+class Capabilities:
+    """Capabilities of one operator's outputs at one time, moved together: usable where
+    a ``Capability`` is (``time``, ``covers``, ``downgrade``, ``drop``)."""
+
+    __slots__ = ("caps",)
+
+    def __init__(self, caps: Sequence[Capability]) -> None:
+        self.caps = list(caps)
+
+    @property
+    def time(self) -> Any:
+        return self.caps[0].time
+
+    @property
+    def is_pending(self) -> bool:
+        return any(c.is_pending for c in self.caps)
+
+    def covers(self, internal: Any) -> bool:
+        return any(c.covers(internal) for c in self.caps)
+
+    def downgrade(self, time: Any) -> None:
+        for c in self.caps:
+            c.downgrade(time)
+
+    def drop(self) -> None:
+        for c in self.caps:
+            c.drop()
 
 
 class InputCapability:

@@ -1,11 +1,20 @@
 """The rebalancer: the cluster's own control stream for stateful operators.
 
 When a stateful operator is built without a control stream, every worker adds a
-Rebalancer operator whose output is that stream. The first worker's holds a capability one
-epoch ahead of the data's frontier (the others drop theirs): F routes records at t as soon as they arrive (the control
-frontier is past t), and a command issued now, at t + 1, precedes every record routed
-at t + 1.
-On the first worker (worker 0, or the least that survives a crash) it watches the cluster: once a process has joined (its workers are part of
+Rebalancer operator whose output is that stream. One of them drives: it holds a
+capability one epoch ahead of the data's frontier (the others drop theirs): F routes
+records at t as soon as they arrive (the control frontier is past t), and a command
+issued now, at t + 1, precedes every record routed at t + 1.
+
+The driving worker is at first the first worker (worker 0, or the least that survives a
+crash). When its process leaves, it hands the role over, as a record at its
+capability's time that loops back one epoch later to the least worker still routed to:
+the record carries what the driver has issued and planned, and its receiver holds a
+capability from it, so the control stream's frontier never passes a time at which no
+worker could still issue a command. The receiver drives on from there (it moves the
+leaving process's bins out), and any process, worker 0's included, can leave.
+
+The driving worker watches the cluster: once a process has joined (its workers are part of
 ``worker.routing_peers``) it issues ``Bootstrap(0, w)`` for each new worker ``w``, waits
 for that step to complete (the stateful operator's output frontier, fed back, has
 passed its time), then moves bins until every worker owns an equal share (within one
@@ -28,6 +37,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
+from ..dataflow.capability import Capabilities
+from ..dataflow.channels import Direct
 from ..dataflow.stream import Stream
 from .control import Bootstrap, Map, Move
 
@@ -101,7 +112,8 @@ def migration_steps(moves: list[tuple[int, int]], strategy: str,
 
 
 class _Driver:
-    """The first worker's side: what has been issued and what is left to issue."""
+    """The driving worker's side: what has been issued and what is left to issue. It
+    travels whole (``state``/``restore``) when the driving worker's process leaves."""
 
     def __init__(self, table: tuple, workers: list) -> None:
         self.table = list(table)
@@ -109,6 +121,17 @@ class _Driver:
         self.steps: list[list[tuple[int, int]]] = []
         self.last_time: Any = None       # time of the last step issued
         self.issued_steps = 0
+
+    def state(self) -> list:
+        return [self.table, self.workers, self.steps, self.last_time, self.issued_steps]
+
+    @classmethod
+    def restore(cls, state: list) -> "_Driver":
+        table, workers, steps, last_time, issued = state
+        driver = cls(tuple(table), workers)
+        driver.steps = [[tuple(m) for m in step] for step in steps]
+        driver.last_time, driver.issued_steps = last_time, issued
+        return driver
 
 
 def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) -> Stream:
@@ -126,19 +149,28 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
     # t until every worker's progress for t had crossed the cluster (a round trip more
     # per epoch). The scope's timestamps are ints (``_check_total_order``).
     # (it reads the data's frontier only, so records withdrawn later do not matter to it)
-    data_ins = [builder.new_input(s, connection=[[NEXT_EPOCH]], withdrawals=True) for s in streams]
-    feedback_in = builder.new_input(feedback, connection=[[]])
+    data_ins = [builder.new_input(s, connection=[[NEXT_EPOCH], [NEXT_EPOCH]], withdrawals=True)
+                for s in streams]
+    feedback_in = builder.new_input(feedback, connection=[[], []])
+    # the driver's role, handed over by a record one epoch later (module docstring)
+    loop, handed = scope.feedback(NEXT_EPOCH)
+    hand_in = builder.new_input(handed, Direct(lambda h: h[0]))
     out, commands = builder.new_output()
+    hand_out, handovers = builder.new_output()
+    handovers.connect_loop(loop)
     activate = worker.activations.activate
     path = builder.path
     worker.rescale_listeners.append(lambda: activate(path))
-    driver = _Driver(RoutingTable.round_robin(bins, worker.initial_workers).table,
-                     worker.initial_workers) if worker.index == worker.initial_workers[0] and not worker.is_joiner else None
+    first = worker.index == worker.initial_workers[0] and not worker.is_joiner
+    box = {"driver": _Driver(RoutingTable.round_robin(bins, worker.initial_workers).table,
+                             worker.initial_workers) if first else None}
 
     def completed() -> bool:
+        driver = box["driver"]
         return driver.last_time is None or not feedback_in.frontier.less_equal(driver.last_time)
 
     def issue(cap: Any) -> None:
+        driver = box["driver"]
         t = cap.time
         live = worker.routing_workers
         if live != driver.workers and completed():
@@ -175,11 +207,21 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
                      len(step), "" if driver.steps else "; balanced")
 
     def constructor(caps):
-        # Frontiers are global: worker 0's capability alone holds the control stream
+        # Frontiers are global: the driver's capability alone holds the control stream
         # back; the others give theirs up (no progress traffic per epoch from them).
-        held = {"cap": caps[0]}
-        if driver is None:
-            caps[0].drop()
+        held = {"cap": Capabilities(caps)}
+        if box["driver"] is None:
+            held["cap"].drop()
+            held["cap"] = None
+
+        def hand_over(cap: Any) -> None:
+            target = min(worker.routing_workers)
+            hand_out.give_batch(cap, [(target, box["driver"].state())])
+            log.info("%s rebalancer: worker %d leaves; worker %d drives from %s on", name,
+                     worker.index, target, cap.time + NEXT_EPOCH)
+            box["driver"] = None
+            cap.drop()
+            held["cap"] = None
 
         def logic():
             for port in data_ins:
@@ -187,8 +229,13 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
                     pass
             for _ in feedback_in.batches():
                 pass
+            for got, handed_over in hand_in:
+                for _, state in handed_over:
+                    box["driver"] = _Driver.restore(state)
+                    held["cap"] = Capabilities([got.retain_for_output(0), got.retain_for_output(1)])
+                    log.info("%s rebalancer: worker %d drives from %s on", name, worker.index, got.time)
             cap = held["cap"]
-            if cap is None or not cap.valid:
+            if cap is None:
                 return
             # One epoch ahead of the data: F may route records at t as they arrive
             # (the control frontier is past t), and commands issued at t + 1 still
@@ -200,7 +247,9 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
                 return
             if min(least) + 1 > cap.time:
                 cap.downgrade(min(least) + 1)
-            if driver is not None:
+            if worker.leaving:
+                hand_over(cap)
+            else:
                 issue(cap)
         return logic
     builder.build(constructor)

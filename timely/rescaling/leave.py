@@ -7,8 +7,8 @@ leave of process P goes in this order:
    is joining (or another is leaving), then tells every process ``("leave", P)``; each
    posts it to its workers. A leave that cannot be done is refused with a message
    saying why (rescaling off, the last process, keyed routing pinned to the workers P
-   hosts, Kafka sink partitions P writes, the rebalancer's worker 0). P's Kafka source
-   partitions go to the remaining workers (``timely.connectors.kafka``), so it stops
+   hosts, Kafka sink partitions P writes). P's Kafka source partitions go to the
+   remaining workers (``timely.connectors.kafka``), so it stops
    holding a capability for them.
 2. **Routing stops.** Each worker applying the leave drops P's workers from
    ``worker.routing_workers`` (``Exchange`` stops sending to them). Keyed state (Megaphone) is routed by the
@@ -68,9 +68,6 @@ def refusal(worker: Any) -> Optional[str]:
     if writes:
         return (f"it writes partitions of Kafka topics {writes} (kafka_sink): each partition has "
                 f"one writer, fixed when the dataflow was built")
-    if worker.stateful_states and worker.initial_workers[0] in mine:
-        return (f"it hosts worker {worker.initial_workers[0]}, which runs the stateful operators' "
-                f"rebalancer")
     return None
 
 
@@ -142,7 +139,8 @@ def describe_wait(worker: Any) -> str:
     held = []
     for index in worker.dataflows():
         for scope in subgraphs(worker.dataflow_subgraph(index)):
-            held.extend((scope.name, loc.node, t) for (loc, t), c in scope.held if c)
+            held.extend((scope.name, getattr(scope.children[loc.node], "name", loc.node), loc.node, t)
+                        for (loc, t), c in scope.held if c)
     if held:
         parts.append(f"capabilities it holds {held[:5]}")
     bins = sum(len(s.bins) for s in worker.stateful_states)
