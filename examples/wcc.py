@@ -109,8 +109,24 @@ def components_per_epoch(stream):
     return stream.unary_notify(Exchange(lambda u: u[0], pinned=True), "Components", [], logic)
 
 
-def run(worker, batches, epoch_delay=0.0):
-    """Feed ``batches`` (a list of edge lists, one per epoch) and return captured labels."""
+def await_members(worker, joins: int, leaves: int) -> None:
+    """Step until ``joins`` processes have joined the cluster and ``leaves`` have left it
+    (what a test of a join or a leave during WCC holds an epoch open for)."""
+    first = set(worker.broadcast_workers)
+    seen = set(first)
+
+    def pending() -> bool:
+        now = set(worker.broadcast_workers)
+        seen.update(now)
+        per = worker.config.workers
+        return len(seen - first) < joins * per or len(seen - now) < leaves * per
+    worker.step_while(pending)
+
+
+def run(worker, batches, epoch_delay=0.0, hold_at=None, joins=0, leaves=0):
+    """Feed ``batches`` (a list of edge lists, one per epoch) and return captured labels.
+    Worker 0 prints ``worker 0 fed epoch E`` as it feeds; with ``hold_at`` it holds that
+    epoch open until ``joins`` processes joined and ``leaves`` left (``await_members``)."""
     def build(scope):
         edges, stream = scope.new_input()
         ticks, tick_stream = scope.new_input()
@@ -134,6 +150,10 @@ def run(worker, batches, epoch_delay=0.0):
             clock.sleep(epoch_delay)
         if worker.index == 0:
             edges.send_batch(batch)
+            if epoch_delay:
+                print(f"worker 0 fed epoch {epoch}", flush=True)
+            if epoch == hold_at:
+                await_members(worker, joins, leaves)
         ticks.send(epoch)
         edges.advance_to(epoch + 1)
         ticks.advance_to(epoch + 1)
@@ -166,13 +186,18 @@ def main(argv):
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--epoch-delay", type=float, default=0.0, help="seconds before each epoch")
+    parser.add_argument("--hold-at", type=int, help="worker 0 holds this epoch open until --await-joins "
+                                                    "processes joined and --await-leaves left")
+    parser.add_argument("--await-joins", type=int, default=0)
+    parser.add_argument("--await-leaves", type=int, default=0)
     parser.add_argument("--output", help="write this process's labels per epoch here (JSON; "
                                          "{process} is replaced by the process index)")
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
     batches = random_batches(args.vertices, args.edges, args.epochs, args.seed)
     start = clock.perf_counter()
-    per_epoch = merge(timely.execute(config, lambda w: run(w, batches, args.epoch_delay)))
+    per_epoch = merge(timely.execute(config, lambda w: run(w, batches, args.epoch_delay, args.hold_at, args.await_joins,
+                                                                args.await_leaves)))
     elapsed = clock.perf_counter() - start
     if args.output:
         with open(args.output.format(process=config.process), "w") as f:

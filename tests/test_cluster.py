@@ -62,17 +62,22 @@ def test_two_processes_route_like_one_cluster_of_two_workers(mode):
 
 
 def run_wcc_cluster(tmp_path, processes, workers, join=None, epochs=6, mode=()):
+    """WCC on a cluster; with ``join=E`` a process joins once worker 0 fed epoch E, and
+    worker 0 holds epoch E + 2 open until it has joined: the join lands while epochs
+    are still arriving, whatever the machine's speed."""
     args = ["--vertices", "60", "--edges", "30", "--epochs", str(epochs), "--seed", "3",
             "--timeout", "8", "--output", str(tmp_path / "labels-{process}.json"), *mode]
-    if join:
-        args += ["--epoch-delay", "0.25"]
-    with LocalCluster(WCC, slots=processes + (1 if join else 0), workers=workers, extra=args) as cluster:
+    if join is not None:
+        args += ["--epoch-delay", "0.1", "--hold-at", str(join + 2), "--await-joins", "1"]
+    with LocalCluster(WCC, slots=processes + (1 if join is not None else 0), workers=workers, extra=args) as cluster:
         cluster.start(processes)
-        if join:
-            time.sleep(join)
+        if join is not None:
+            wait_for_line(cluster.processes[0], rf"^worker 0 fed epoch {join}$", timeout=30)
             cluster.join(original=processes, bootstrap=1)
         codes = cluster.wait(90)
         assert codes == [0] * len(cluster.processes), "\n".join(cluster.interleaved())
+        if join is not None:
+            assert "finished joining" in cluster.processes[-1].output(), "\n".join(cluster.interleaved())
     got: dict = {}
     for name in os.listdir(tmp_path):
         with open(tmp_path / name) as f:
@@ -142,7 +147,7 @@ def test_two_joins_in_a_row(mode):
 
 
 def test_join_during_iterative_wcc(tmp_path, mode):
-    assert run_wcc_cluster(tmp_path, processes=2, workers=2, join=0.9, epochs=8, mode=mode) == expected_wcc(8)
+    assert run_wcc_cluster(tmp_path, processes=2, workers=2, join=2, epochs=8, mode=mode) == expected_wcc(8)
 
 
 def test_joiner_killed_mid_bootstrap_leaves_cluster_correct(mode):
@@ -153,7 +158,7 @@ def test_joiner_killed_mid_bootstrap_leaves_cluster_correct(mode):
         joiner = cluster.join(original=2, bootstrap=0)
         cluster.env.pop("TIMELY_FAULT_BOOTSTRAP_STALL")
         wait_for_line(cluster.processes[0], r"is joining", timeout=20)
-        time.sleep(0.3)
+        wait_for_line(joiner, r"bootstrap stalls", timeout=20)      # killed mid-bootstrap
         cluster.kill(joiner)
         codes = [p.wait(60) for p in cluster.processes[:2]]
         log = "\n".join(cluster.interleaved())

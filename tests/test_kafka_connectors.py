@@ -398,25 +398,57 @@ def test_bounded_runs_with_one_group_see_every_epoch_once(tansu):
 
 
 # ---- ingestion epochs -----------------------------------------------------------------------
-def test_ingestion_epochs_read_a_topic_without_markers_once(tansu):
+class JumpingClock:
+    """The ``time`` module as the Kafka source sees it, with a wall clock that jumps
+    ``jump_ms`` ahead once ``jumped`` is set: an ingestion source whose ``end_epoch``
+    lies within the jump ends when the test says so (every record read), not when the
+    real clock gets there, whatever the machine's speed."""
+
+    def __init__(self, jump_ms: int) -> None:
+        self.jump_ms = jump_ms
+        self.jumped = threading.Event()
+
+    def time(self) -> float:
+        return time.time() + (self.jump_ms / 1000 if self.jumped.is_set() else 0.0)
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+def test_ingestion_epochs_read_a_topic_without_markers_once(tansu, monkeypatch):
+    """A topic without markers, read with ingestion epochs: every record once, each
+    worker's epochs (milliseconds since 1970) advance every ``epoch_records`` records at
+    the latest, never go back along a partition, and the group's offsets end at the end.
+    The source runs until every record was read; then its wall clock jumps past
+    ``end_epoch`` (a day away in real time), and it ends."""
+    from timely.connectors.kafka import source as source_module
     B = tansu.bootstrap
     inp, group = name("in"), name("g")
     create_topics(B, {inp: 2})
     producer = Producer(producer_config(B, None))
-    per_partition, epoch_records = 150, 40
+    per_partition, epoch_records = 150, 10
     for p in range(2):
         for i in range(per_partition):
             producer.produce(inp, orjson.dumps({"p": p, "i": i}), partition=p)
     assert producer.flush(10) == 0
+    day_ms = 86_400_000
     start_ms = int(time.time() * 1000)
+    end_epoch = start_ms + day_ms
+    clock = JumpingClock(2 * day_ms)
+    monkeypatch.setattr(source_module, "time", clock)
+    workers = []
 
     def build(worker):
         def df(scope):
             src = scope.kafka_source(B, inp, group_id=group, epochs="ingestion", epoch_records=epoch_records,
-                                     epoch_ms=100, end_epoch=int(time.time() * 1000) + 1500)
+                                     epoch_ms=100, end_epoch=end_epoch)
             src.kafka_commit(src)
             return src.capture()
         captured = worker.dataflow(df)
+        workers.append(worker)
+        steps_until(worker, lambda: len(workers) == 2 and sum(map(source_records, workers)) == 2 * per_partition,
+                    what="every record read")
+        clock.jumped.set()
         run_to_end(worker)
         return captured.by_time()
 
@@ -425,8 +457,10 @@ def test_ingestion_epochs_read_a_topic_without_markers_once(tansu):
     times: dict[tuple[int, int], int] = {}
     for by_time in results:
         for t, records in by_time.items():
-            assert t >= start_ms, "ingestion epochs are milliseconds since 1970"
-            assert len(records) < 2 * epoch_records, f"epoch {t} holds {len(records)} records"
+            assert start_ms <= t < end_epoch, f"epoch {t}: ingestion epochs are milliseconds since 1970, " \
+                                              f"from the start of the run and before the end"
+            # an epoch ends once it holds epoch_records, and a poll reads at most that many
+            assert len(records) <= 2 * epoch_records - 1, f"epoch {t} holds {len(records)} records"
             for r in records:
                 seen[(r["p"], r["i"])] += 1
                 times[(r["p"], r["i"])] = t
@@ -434,7 +468,10 @@ def test_ingestion_epochs_read_a_topic_without_markers_once(tansu):
     for p in range(2):
         stamps = [times[(p, i)] for i in range(per_partition)]
         assert stamps == sorted(stamps), "times go back along a partition"
-        assert len(set(stamps)) >= per_partition // (2 * epoch_records), "epochs did not advance"
+        # at most 2 * epoch_records - 1 records an epoch: a partition's records span at
+        # least this many epochs (8 here), or the epochs did not advance
+        least = -(-per_partition // (2 * epoch_records - 1))
+        assert len(set(stamps)) >= least, f"partition {p}: {len(set(stamps))} epochs, at least {least} expected"
     assert committed(B, group, inp, 2) == {0: per_partition, 1: per_partition}
 
 

@@ -15,6 +15,12 @@ leaving (their last bin moved out): a test then never races the end of the input
 against a join or a leave, however slow the machine. ``--join-by E`` holds epoch E open
 (the workers keep stepping) until the awaited joins are done, so a joiner is granted
 capabilities no later than E + 1.
+
+Every worker that feeds prints ``worker W fed epoch E`` once it has sent epoch E, so a
+test can make a join or a leave land while epochs are still arriving. ``--ask-leave
+P@E`` (repeatable): the workers of process P call ``worker.leave()`` (a program asking
+its own process to leave) once epoch E is fed (the feeder) or complete (the others);
+``P@end``: once the feeder has fed its last epoch (after the awaited joins and leaves).
 """
 from __future__ import annotations
 
@@ -90,6 +96,11 @@ def run(worker, args):
     joined = worker.bootstrap()
     start = source.time() if source._cap is not None and source._cap.valid else None
     feeds = worker.index == args.feeder or (joined and args.joiner_feeds)
+    asks_leave, ask_at = False, None
+    for ask in args.ask_leave:
+        process, at = ask.split("@")
+        if worker.index // worker.config.workers == int(process):
+            asks_leave, ask_at = True, -1 if at == "end" else int(at)
     fed = []
     if feeds and start is not None:
         epoch = start
@@ -109,13 +120,22 @@ def run(worker, args):
                 words = joiner_words(worker.index, epoch)
             source.send_batch(words)
             fed.append(epoch)
+            sys.stdout.write(f"worker {worker.index} fed epoch {epoch}\n")
+            sys.stdout.flush()
+            if asks_leave and epoch == ask_at:
+                worker.leave()
             if epoch == args.join_by and worker.index == args.feeder:
                 worker.step_while(lambda: events.joining(args) and not worker.leaving)
             epoch += 1
             source.advance_to(epoch)
             deadline = time.monotonic() + args.epoch_delay
             worker.step_while(lambda: time.monotonic() < deadline and not worker.leaving)
+    if asks_leave and feeds and ask_at == -1:
+        worker.leave()
     source.close()
+    if asks_leave and not feeds:
+        worker.step_while(lambda: probe.less_than(ask_at + 1))
+        worker.leave()
     return {"worker": worker.index, "joined": joined, "granted": start, "fed": fed,
             "counted": outputs[0], "notes": outputs[1] if args.notify else None}
 
@@ -133,6 +153,7 @@ def main(argv):
     parser.add_argument("--await-leaves", type=int, default=0)
     parser.add_argument("--join-by", type=int, default=-1)
     parser.add_argument("--joiner-epochs", type=int, default=0)
+    parser.add_argument("--ask-leave", action="append", default=[])
     parser.add_argument("--output", required=True)
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)

@@ -142,6 +142,8 @@ def run_client(worker: Any) -> float:
                 granted = message[3]
                 stall = float(os.environ.get("TIMELY_FAULT_BOOTSTRAP_STALL", "0") or 0)
                 if stall:
+                    log.warning("worker %d: bootstrap stalls %g s (TIMELY_FAULT_BOOTSTRAP_STALL)",
+                                worker.index, stall)
                     time.sleep(stall)
             elif kind == "bs-range":
                 _, channel, source, start, batches = message
@@ -215,6 +217,7 @@ def run_kafka_client(worker: Any) -> float:
     started = time.perf_counter()
     stall = float(os.environ.get("TIMELY_FAULT_BOOTSTRAP_STALL", "0") or 0)
     if stall:
+        log.warning("worker %d: bootstrap stalls %g s (TIMELY_FAULT_BOOTSTRAP_STALL)", worker.index, stall)
         time.sleep(stall)
     granted = _await_grants(worker)
     snapshots = worker.allocator.hub.kafka.snapshots
