@@ -266,14 +266,14 @@ def test_a_program_asking_its_own_process_to_leave_leaves_and_the_others_count_e
 
 
 @pytest.mark.parametrize("asks, extra, why", [
-    (["0@3"], [], r"it hosts worker 0, which runs the stateful operators' rebalancer"),
     (["1@3"], ["--no-rescaling"], r"rescaling is switched off \(--no-rescaling\)"),
     (["1@3", "0@end"], ["--await-leaves", "1"], r"it is the last process of the cluster"),
-], ids=["rebalancer", "rescaling-off", "last-process"])
+], ids=["rescaling-off", "last-process"])
 def test_a_leave_a_program_asks_that_cannot_be_done_is_refused_and_it_carries_on(tmp_path, asks, extra, why):
     """worker.leave() refused: the process says why and carries on, and the counts stay
     exact (tests/test_recovery.py and test_sigterm_that_cannot_leave_is_not_ignored have
-    the other reasons: Kafka sink partitions, pinned routing)."""
+    the other reasons: Kafka sink partitions, pinned routing; tests/test_leave.py has
+    process 0 leaving, which hosts the rebalancer and hands it over)."""
     epochs = 8
     args = [arg for ask in asks for arg in ("--ask-leave", ask)]
     with cluster(tmp_path, 2, epochs=epochs, extra=[*args, *extra]) as c:
