@@ -3,7 +3,7 @@
 and S's ``apply_fold`` / ``fold_bins`` / ``split_held``, in C.
 
 These are the Cython twins of the hot functions of ``timely.megaphone.bins`` (F) and
-``timely.megaphone.state`` (S). They return what the pure-Python twins return, with the
+``timely.megaphone.apply`` (S). They return what the pure-Python twins return, with the
 same bins (by the cross-process hash defined in ``timely.hashing``), the records in the
 same order, the same state after a fold, and the same exceptions (from the key
 function, from ``record[0]``, from a key the hash refuses, from a fold: a
@@ -267,7 +267,7 @@ cdef int _fold_one(object fold, object state, bint plain, object get, object rec
         else:
             new, outputs = _unpack_pair(result)
     except Exception as e:
-        from timely.megaphone.state import _fold_failed     # (imported by then: it imports us)
+        from timely.megaphone.apply import _fold_failed     # (imported by then: it imports us)
         raise _fold_failed(name, key, time, e) from e
     if new is None:
         state.pop(key, None)
@@ -292,7 +292,7 @@ cdef int _fold(object fold, object state, object records, object emit, object na
 def apply_fold(fold: object, state: object, records: object, emit: object, name: object,
                time: object) -> None:
     """Apply ``fold`` to each ``(key, value)`` of ``records`` against ``state`` (compiled
-    twin of ``timely.megaphone.state.apply_fold``)."""
+    twin of ``timely.megaphone.apply.apply_fold``)."""
     _fold(fold, state, records, emit, name, time)
 
 
@@ -311,7 +311,7 @@ cdef bytes _valid_runs(object runs, Py_ssize_t nrecords):
             total += _get_u32(p + 8 * r + 4)
         if total == nrecords:
             return out
-    from timely.megaphone.state import _checked_runs
+    from timely.megaphone.apply import _checked_runs
     _checked_runs(out, nrecords)
     raise AssertionError("unreachable: the pure twin refuses these runs")
 
@@ -319,7 +319,7 @@ cdef bytes _valid_runs(object runs, Py_ssize_t nrecords):
 def fold_bins(fold: object, states: object, entries: object, emit: object, name: object,
               time: object) -> None:
     """``state_machine``'s S at one time (compiled twin of
-    ``timely.megaphone.state.fold_bins``): per run of each message, one bin lookup,
+    ``timely.megaphone.apply.fold_bins``): per run of each message, one bin lookup,
     then the fold over the run's records in place (no slice but for the log)."""
     cdef list slots = states.slots
     cdef Py_ssize_t nslots = len(slots)
@@ -340,7 +340,7 @@ def fold_bins(fold: object, states: object, entries: object, emit: object, name:
             end = pos + _get_u32(p + 8 * r + 4)
             bin = <object>PyList_GET_ITEM(slots, b) if b < nslots else None
             if bin is None:
-                from timely.megaphone.state import _missing_bin
+                from timely.megaphone.apply import _missing_bin
                 raise _missing_bin(states, b)
             state = bin.state
             if log is not None:
@@ -354,7 +354,7 @@ def fold_bins(fold: object, states: object, entries: object, emit: object, name:
 
 
 def split_held(entries: list, states: object) -> tuple:
-    """``(held, waiting)`` (compiled twin of ``timely.megaphone.state.split_held``):
+    """``(held, waiting)`` (compiled twin of ``timely.megaphone.apply.split_held``):
     ``(entries, [])`` after one look at ``states.slots`` per run in C when every bin is
     held; the split itself, needed only while bins are in flight, is the pure twin's."""
     cdef list slots = states.slots
@@ -370,6 +370,6 @@ def split_held(entries: list, states: object) -> tuple:
         for r in range(nruns):
             b = _get_u32(p + 8 * r)
             if b >= nslots or <object>PyList_GET_ITEM(slots, b) is None:
-                from timely.megaphone.state import py_split_held
+                from timely.megaphone.apply import py_split_held
                 return py_split_held(entries, states)
     return entries, []

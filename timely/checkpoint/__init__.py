@@ -13,7 +13,8 @@ frontier passing a time at a stateful operator is already a consistent cut.
   state for it is durable: it records the sources' positions there, then the consumer
   group's offsets commit (``kafka_commit``). Offsets and state never disagree.
 - ``records`` / ``store`` / ``kafka_store``: what is stored, and where: a Kafka cluster
-  (the default, under the job's own topics) or a local directory (SQLite).
+  (the default, under the job's own topics: ``kafka_layout``, read by ``kafka_reads``,
+  compacted by ``kafka_forget``) or a local directory (SQLite).
 - ``registry`` / ``context``: one store per process; the incarnation every process of
   the cluster agrees on; and the restore at start-up (every bin as of the last complete
   checkpoint, onto whoever owns it now; sources read on from there).

@@ -1,7 +1,8 @@
 """The S operator: per-bin state, records applied in time order; and the user API
 (``state_machine``, ``stateful_unary``, ``stateful_binary``) that puts F in front of it.
 
-Each worker holds the bins its routing table gives it (``BinStates``), shared with the
+Each worker holds the bins its routing table gives it (``BinStates``,
+``timely.megaphone.bin_states``), shared with the
 F operators of the same worker, which take a bin out when they ship it. S receives
 F's messages (records bin after bin, with the runs that name their bins; those marked
 withdrawn take records of their time back, ``timely.dataflow.withdrawal``) and the bins
@@ -14,7 +15,7 @@ Costs: receiving a message from F O(1) (a withdrawal: O(records of its time in t
 bins it touches) once, when the time is applied), and checking that its bins are here
 (``split_held``) O(bins in it), in C; applying one record is one call of the user's
 function (``state_machine``: the loop around it, over runs of bins and records, in C
-with the compiled twin of ``fold_bins`` / ``apply_fold``, ``timely.megaphone._cbins``);
+with the compiled twin of ``fold_bins`` / ``apply_fold``: ``timely.megaphone.apply``);
 a notification O(1) to schedule. With ``combine``, ``stateful_unary`` also calls it once
 per bin of each message as the message arrives (and once per bin again at a time with
 withdrawals).
@@ -40,116 +41,22 @@ withdrawals).
 from __future__ import annotations
 
 import logging
-from operator import itemgetter
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
-from .._twin import compiled
+from ..checkpoint.binlog import DURABLE_POLL, END
 from ..dataflow.channels import Direct, Pipeline
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
-from ..communication.codec import FrameError
-from .bins import DEFAULT_BINS, RoutingTable, bin_shift, pack_runs, runs_of
+from .apply import (_bin_slices, _combine_into, _combine_message, _missing_bin, fold_bins, split_held,
+                    subtract_entries)
+from .bin_states import Bin, BinStates, StatefulError
+from .bins import DEFAULT_BINS, RoutingTable, bin_shift
 from .routing import build_router, first
-from ..checkpoint.binlog import DURABLE_POLL, END
-from ..dataflow.withdrawal import Outstanding
+
+# S's hot path lived here: its names stay importable from this module
+from .apply import apply_fold, py_apply_fold, py_fold_bins, py_split_held  # noqa: F401
 
 log = logging.getLogger("timely.megaphone")
-
-
-class StatefulError(RuntimeError):
-    """A stateful operator's logic failed; names the operator, the key and the time."""
-
-
-class Bin:
-    """One bin on its current owner: ``state`` (key -> value) and ``pending``
-    (time -> ``[(input, record), ...]`` scheduled by the logic)."""
-
-    __slots__ = ("state", "pending")
-
-    def __init__(self, state: Optional[dict] = None, pending: Optional[dict] = None) -> None:
-        self.state: dict = {} if state is None else state
-        self.pending: dict = {} if pending is None else pending
-
-    def to_wire(self) -> tuple:
-        """``(state pairs, pending)`` as msgpack-able lists (keys may be tuples)."""
-        return list(dict.items(self.state)), self.pending_wire()
-
-    def pending_wire(self) -> list:
-        """The pending notifications as msgpack-able lists: O(pending), not O(state)."""
-        return [(t, [list(e) for e in entries]) for t, entries in sorted(self.pending.items())]
-
-    @classmethod
-    def from_wire(cls, items: Iterable, pending: Iterable) -> "Bin":
-        return cls(dict((k, v) for k, v in items),
-                   {t: [(i, r) for i, r in entries] for t, entries in pending})
-
-
-class BinStates:
-    """The bins one worker holds for one stateful operator (shared by its F and S)."""
-
-    def __init__(self, name: str, worker_index: int, bins: Iterable[int]) -> None:
-        self.name = name
-        self.worker_index = worker_index
-        self.bins: dict[int, Bin] = {b: Bin() for b in bins}
-        #: ``slots[b] is bins.get(b)`` (None past its end): S's per-run lookup by index,
-        #: without an int object or a hash per bin (kept by ``put`` and ``take``)
-        self.slots: list[Optional[Bin]] = []
-        for b, bin in self.bins.items():
-            self._slot(b, bin)
-        self.routers: list = []          # the F operators feeding this state
-        self.shipped: list[tuple[Any, int, int]] = []    # (time, bins, keys) sent away
-        self.received: list[tuple[Any, int, int]] = []   # (time, bins, keys) taken in
-        #: its checkpoints (timely.checkpoint.BinLog), or None when they are off
-        self.log: Any = None
-        self.dataflow: int = 0           # the index of its dataflow
-        #: notifications of restored bins, waiting for the S operator's capabilities
-        self.restored: dict[int, dict] = {}
-
-    def pending_wire(self, b: int) -> list:
-        """Bin ``b``'s pending notifications as msgpack-able lists (for checkpoints)."""
-        return self.bins[b].pending_wire()
-
-    def restored_pending(self, b: int, pending: dict) -> None:
-        """Bin ``b`` was restored from a checkpoint with these pending notifications."""
-        if pending:
-            self.restored[b] = pending
-
-    def take(self, b: int) -> Bin:
-        try:
-            bin = self.bins.pop(b)
-        except KeyError:
-            raise StatefulError(f"{self.name}: worker {self.worker_index} was told to ship bin "
-                                f"{b}, which it does not hold") from None
-        self.slots[b] = None
-        return bin
-
-    def put(self, b: int, bin: Bin) -> None:
-        if b in self.bins:
-            raise StatefulError(f"{self.name}: worker {self.worker_index} received bin {b}, "
-                                f"which it already holds")
-        self.bins[b] = bin
-        self._slot(b, bin)
-
-    def _slot(self, b: int, bin: Optional[Bin]) -> None:
-        slots = self.slots
-        if b >= len(slots):
-            slots.extend([None] * (b + 1 - len(slots)))
-        slots[b] = bin
-
-    def keys(self) -> int:
-        """Keys held here, over every bin."""
-        return sum(dict.__len__(b.state) for b in self.bins.values())
-
-    def table(self) -> tuple:
-        """The routing table in force here (the active configuration of the first F)."""
-        return self.routers[0].configs[0][1]
-
-    def snapshot(self) -> dict:
-        """``{key: state}`` over every bin held (a copy, for checks)."""
-        out: dict = {}
-        for b in self.bins.values():
-            out.update(dict.items(b.state))
-        return out
 
 
 class Notificator:
@@ -169,6 +76,7 @@ class Notificator:
             raise ValueError(f"notify_at({time!r}) while processing time {self.time!r}: "
                              f"notifications must be for a later time")
         self._schedule(time, record, input)
+
 
 
 def _check_total_order(scope: Any, what: str) -> None:
@@ -403,161 +311,6 @@ def _frontier_of(stream: Stream, name: str) -> Stream:
     return frontier
 
 
-_key_of = itemgetter(0)
-
-
-def _missing_bin(states: BinStates, b: int) -> StatefulError:
-    return StatefulError(f"{states.name}: worker {states.worker_index} received records of bin {b}, "
-                         f"which it does not hold (routing and state disagree)")
-
-
-def _fold_failed(name: str, key: Any, time: Any, e: Exception) -> StatefulError:
-    """The error of a fold that raised ``e`` (both twins of ``apply_fold`` raise it)."""
-    return StatefulError(f"{name}: fold failed for key {key!r} at time {time!r}: {type(e).__name__}: {e}")
-
-
-def apply_fold(fold: Callable[[Any, Any, Any], tuple], state: dict, records: Iterable,
-               emit: Callable[[Iterable], Any], name: str, time: Any) -> None:
-    """Apply ``fold`` to each ``(key, value)`` of ``records`` against ``state`` (key ->
-    state; a None result deletes the key), passing each record's outputs to ``emit``.
-    A failing fold raises StatefulError naming ``name``, the key and ``time``; that
-    record's state is left as it was."""
-    get = state.get
-    for key, value in records:
-        try:
-            new, outputs = fold(key, value, get(key))
-        except Exception as e:
-            raise _fold_failed(name, key, time, e) from e
-        if new is None:
-            state.pop(key, None)
-        else:
-            state[key] = new
-        if outputs:
-            emit(outputs)
-
-
-def fold_bins(fold: Callable[[Any, Any, Any], tuple], states: BinStates, entries: Iterable,
-              emit: Callable[[Iterable], Any], name: str, time: Any) -> None:
-    """``state_machine``'s S at one time: for each ``(input, runs, records)`` of
-    ``entries`` (F's messages, see ``timely.megaphone.bins.group_by_target``) and each
-    ``(bin, count)`` of its runs, ``apply_fold`` to the bin's next ``count`` records
-    against the bin's state (a bin not held here raises StatefulError), telling the
-    bin's checkpoint log (if any) which keys it touches. The compiled twin
-    (``timely.megaphone._cbins``) replaces this name when built; ``py_fold_bins`` is
-    always this one."""
-    bins = states.bins
-    log = states.log
-    for _, runs, records in entries:
-        for b, these in _bin_slices(runs, records):
-            bin = bins.get(b)
-            if bin is None:
-                raise _missing_bin(states, b)
-            if log is not None:
-                log.touch(b, map(_key_of, these))
-            py_apply_fold(fold, bin.state, these, emit, name, time)
-
-
-def split_held(entries: list, states: BinStates) -> tuple[list, list]:
-    """``(held, waiting)``: F's messages ``(input, runs, records)`` split by whether
-    ``states`` holds each run's bin (a bin in flight to this worker arrives later at the
-    same time). Both lists keep the entries' order and each bin's records in order;
-    when every bin is held, ``held`` is ``entries`` itself. The compiled twin checks in
-    C and splits with this one, as it must only during a migration.
-
-    >>> from timely.megaphone.bins import pack_runs, runs_of
-    >>> held, waiting = split_held([(0, pack_runs([1, 2, 5, 1]), ["a", "b", "c"])], BinStates("S", 0, [1]))
-    >>> [(i, runs_of(r), rs) for i, r, rs in held], [(i, runs_of(r), rs) for i, r, rs in waiting]
-    ([(0, [(1, 2)], ['a', 'b'])], [(0, [(5, 1)], ['c'])])
-    """
-    bins = states.bins
-    held: list = []
-    waiting: list = []
-    for i, runs, records in entries:
-        parts: tuple = (([], []), ([], []))          # (runs, records) held, then waiting
-        for b, these in _bin_slices(runs, records):
-            part = parts[b not in bins]
-            part[0].extend((b, len(these)))
-            part[1].extend(these)
-        for part, out in zip(parts, (held, waiting)):
-            if part[0]:
-                out.append((i, pack_runs(part[0]), part[1]))
-    return (held, waiting) if waiting else (entries, [])
-
-
-def subtract_entries(entries: list, withdrawals: list) -> list:
-    """F's messages ``(input, runs, records)`` at one time, without the records that
-    ``withdrawals`` (messages of the same shape) take back: per input and bin, one equal
-    record per record withdrawn (``timely.dataflow.withdrawal.subtract``). F routed both
-    by the same table, so a withdrawn record is in its bin here.
-
-    >>> from timely.megaphone.bins import pack_runs, runs_of
-    >>> left = subtract_entries([(0, pack_runs([1, 2, 5, 1]), ["a", "b", "c"])], [(0, pack_runs([1, 1]), ["b"])])
-    >>> [(i, runs_of(r), rs) for i, r, rs in left]
-    [(0, [(1, 1), (5, 1)], ['a', 'c'])]
-    """
-    gone: dict[tuple[int, int], Outstanding] = {}
-    for i, runs, records in withdrawals:
-        for b, these in _bin_slices(runs, records):
-            found = gone.get((i, b))
-            if found is None:
-                gone[(i, b)] = Outstanding(these)
-            else:
-                found.add(these)
-    out = []
-    for i, runs, records in entries:
-        flat: list = []
-        kept: list = []
-        for b, these in _bin_slices(runs, records):
-            taken = gone.get((i, b))
-            if taken:
-                these = taken.take_from(these)
-            if these:
-                flat.extend((b, len(these)))
-                kept.extend(these)
-        if kept:
-            out.append((i, pack_runs(flat), kept))
-    for (i, b), left in gone.items():
-        if left:
-            raise StatefulError(f"a withdrawal takes back records of bin {b} (input {i}) that were "
-                                f"not handed on at their time, such as {left.first()!r}")
-    return out
-
-
-def _combine_message(per_bin: dict, runs: bytes, records: Any, combine: Callable, name: str,
-                     time: Any) -> None:
-    """Combine each bin's records of one of F's messages into ``per_bin``."""
-    for b, these in _bin_slices(runs, records):
-        _combine_into(per_bin, b, these, combine, name, time)
-
-
-def _combine_into(per_bin: dict, b: int, records: Any, combine: Callable, name: str, time: Any) -> None:
-    """``per_bin[b] = combine(per_bin.get(b), records)``; a failure is a StatefulError
-    naming the operator, the bin and the time (the accumulator keeps what it had)."""
-    try:
-        per_bin[b] = combine(per_bin.get(b), records)
-    except Exception as e:
-        raise StatefulError(f"{name}: combine failed on bin {b} at time {time!r}: "
-                            f"{type(e).__name__}: {e}") from e
-
-
-def _bin_slices(runs: bytes, records: Any) -> Iterable[tuple[int, Any]]:
-    """``(bin, its records)`` for each run of one of F's messages, in order."""
-    pos = 0
-    for b, count in _checked_runs(runs, len(records)):
-        yield b, records[pos:pos + count]
-        pos += count
-
-
-def _checked_runs(runs: bytes, nrecords: int) -> list[tuple[int, int]]:
-    """``runs_of(runs)``, refusing runs that do not add up to the message's
-    ``nrecords`` records."""
-    pairs = runs_of(runs)
-    counted = sum(count for _, count in pairs)
-    if counted != nrecords:
-        raise FrameError(f"a Megaphone message's runs count {counted} records, but it carries {nrecords}")
-    return pairs
-
-
 def state_machine(stream: Stream, fold: Callable[[Any, Any, Any], tuple], control: Optional[Stream] = None,
                   name: str = "StateMachine", bins: int = DEFAULT_BINS) -> Stream:
     """Apply ``fold(key, value, state) -> (new_state, outputs)`` to each ``(key, value)``
@@ -692,14 +445,3 @@ def stateful_binary(stream: Stream, other: Stream, control: Optional[Stream], ke
     return _stateful([stream, other], [key1, key2], control, name, bins,
                      _keyed_logic_apply(logic, name, 2))
 
-
-# The pure-Python twins stay importable as ``py_apply_fold`` / ``py_fold_bins``; the
-# compiled twins replace the public names when built (see timely._twin).
-py_apply_fold = apply_fold
-py_fold_bins = fold_bins
-py_split_held = split_held
-_compiled = compiled("timely.megaphone._cbins")
-if _compiled is not None:
-    apply_fold = _compiled.apply_fold
-    fold_bins = _compiled.fold_bins
-    split_held = _compiled.split_held

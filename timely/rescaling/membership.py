@@ -3,7 +3,9 @@
 A process's ``ClusterHub`` (``timely.communication.cluster.hub``) owns one
 ``Membership``, ``hub.membership``. The hub keeps the sockets and the connections; the
 membership keeps who is in the cluster, and decides what each change means and who
-must hear of it. It answers for:
+must hear of it. It knows the hub only as a ``MembershipHub``
+(``timely.rescaling.hub_interface``), so it does not depend on the hub's module. It
+answers for:
 
 - **Joins** (seed 003 §3). A connection whose hello says it joins is admitted by
   ``admit`` once this process's workers exist (``workers_ready``) and no leave is under
@@ -46,16 +48,13 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from ..communication.codec import CONTROL
 from ..communication.errors import ClusterError, Terminated
+from .hub_interface import MemberConnection, MembershipHub
 from .messages import RescaleMessage
 from .rollback import Rollbacks
-
-if TYPE_CHECKING:
-    from ..communication.cluster.connection import Connection
-    from ..communication.cluster.hub import ClusterHub
 
 log = logging.getLogger("timely.cluster")
 
@@ -63,7 +62,7 @@ log = logging.getLogger("timely.cluster")
 class Membership(Rollbacks):
     """Who is in the cluster, for one process, and its side of the join/leave protocol."""
 
-    def __init__(self, hub: ClusterHub, lock: Any) -> None:
+    def __init__(self, hub: MembershipHub, lock: Any) -> None:
         self.hub = hub
         self._lock = lock                   # the hub's: connections and membership change together
         #: per local worker, the RescaleMessages it has not applied yet
@@ -126,7 +125,7 @@ class Membership(Rollbacks):
 
     # ---- joining ------------------------------------------------------------------------
     def admit(self, process: int, processes: int, bootstrap: int,
-              rejoin: bool = False) -> Optional[Callable[[Connection], None]]:
+              rejoin: bool = False) -> Optional[Callable[[MemberConnection], None]]:
         """Process ``process`` (authenticated; it knows of ``processes`` processes) joins,
         bootstrapped by worker ``bootstrap``; ``rejoin``: it was started as a member (it
         died and comes back) and learns from the members frame that it joins. Returns
@@ -159,7 +158,7 @@ class Membership(Rollbacks):
         with self._lock:
             members = sorted(set(hub.connections) | {hub.process})
 
-        def admit(conn: Connection) -> None:
+        def admit(conn: MemberConnection) -> None:
             if bootstrap in range(hub.first_index, hub.first_index + hub.workers):
                 with self._lock:
                     agreed = dict(self.agreed)
@@ -233,7 +232,7 @@ class Membership(Rollbacks):
             return self.agreed[key]
 
     # ---- the membership's control frames -----------------------------------------------------
-    def control(self, conn: Connection, payload: Any) -> bool:
+    def control(self, conn: MemberConnection, payload: Any) -> bool:
         """Handle a control frame of the join/leave protocol; False if ``payload`` is not one
         (the hub then hands it to this process's workers)."""
         hub = self.hub
@@ -283,7 +282,7 @@ class Membership(Rollbacks):
         return True
 
     # ---- the end of a connection ---------------------------------------------------------
-    def connection_lost(self, conn: Connection, why: str) -> None:
+    def connection_lost(self, conn: MemberConnection, why: str) -> None:
         """``conn`` broke without goodbye (the hub is not stopping): a joiner is dropped, a
         member's death is a crash (``crashed``). A connection already replaced (by a
         process that came back after a crash) says nothing of the process now."""
@@ -303,7 +302,7 @@ class Membership(Rollbacks):
             return
         self.crashed(conn.process, f"process {conn.process} ({host}:{port}) {why}")
 
-    def connection_closed(self, conn: Connection) -> None:
+    def connection_closed(self, conn: MemberConnection) -> None:
         """``conn``'s peer said goodbye: a leaving process has left (it waits for our goodbye)."""
         hub = self.hub
         with self._lock:

@@ -32,6 +32,7 @@ from typing import Optional
 
 from ..communication.codec import CONTROL
 from ..communication.errors import ClusterError
+from .hub_interface import MembershipHub
 from .messages import RescaleMessage
 
 log = logging.getLogger("timely.cluster")
@@ -53,6 +54,8 @@ class Rollbacks:
     ``_lock``, ``_agreement``, ``agreed``, ``dead``, ``life``, ``round``, ``recovering``,
     ``_suspended``, ``_finished``, ``_finished_workers``, ``_ready``, ``applying_rollback``,
     ``workers_ready``, the leave's flags, and ``_post``)."""
+
+    hub: MembershipHub
 
     @property
     def rollback_under_way(self) -> bool:

@@ -66,7 +66,8 @@ class ClusterHub(ProcessHub):
         self.refused = 0
         #: processes that said goodbye: finished (or left), so no longer to wait for at start-up
         self.said_goodbye: set[int] = set()
-        #: who is in the cluster, and the join/leave protocol (timely.rescaling.membership)
+        #: who is in the cluster, and the join/leave protocol (timely.rescaling.membership),
+        #: which knows this hub as a ``MembershipHub`` (timely.rescaling.hub_interface)
         self.membership = Membership(self, self._lock)
         #: this start of the job, as the cluster agreed (names its Kafka progress logs)
         self.run = ""

@@ -4,7 +4,8 @@ Named after bytewax's and Spark's Kafka connectors: ``brokers``, ``topics``,
 ``starting_offsets``, ``add_config`` (passed to the client), ``batch_size``.
 
 - ``source``: ``scope.kafka_source(brokers, topics, ...)``, each record at its epoch,
-  the partitions following the workers;
+  the partitions following the workers (``source_state``: a worker's share of it;
+  ``steps``: its step per activation; ``handoff``: a partition moving to its owner);
 - ``projection``: its events as the tuples of the fields it is asked for (``fields=``),
   JSON decoded straight into them;
 - ``commit``: ``stream.kafka_commit(source, ...)`` commits a source's offsets once
@@ -24,7 +25,8 @@ from ...dataflow.stream import Stream
 from .commit import kafka_commit
 from .completion import committed_epoch, job_complete
 from .sink import KafkaSinkState, kafka_sink
-from .source import KafkaSourceState, kafka_source
+from .source import kafka_source
+from .source_state import KafkaSourceState
 
 __all__ = ["committed_epoch", "job_complete", "kafka_commit", "kafka_sink", "kafka_source", "KafkaSinkState", "KafkaSourceState"]
 

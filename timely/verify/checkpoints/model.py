@@ -12,7 +12,7 @@ from ...checkpoint import records
 from ...checkpoint.binlog import END, BinLog
 from ...checkpoint.records import CheckpointError, Commit, Incarnation, RestorePoint
 from ...checkpoint.registry import Registry
-from ...megaphone.state import Bin
+from ...megaphone.bin_states import Bin
 from ..properties import Violation
 from .store import NAMESPACE, MemStore, MemWriter
 
