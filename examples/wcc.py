@@ -109,24 +109,36 @@ def components_per_epoch(stream):
     return stream.unary_notify(Exchange(lambda u: u[0], pinned=True), "Components", [], logic)
 
 
-def await_members(worker, joins: int, leaves: int) -> None:
-    """Step until ``joins`` processes have joined the cluster and ``leaves`` have left it
-    (what a test of a join or a leave during WCC holds an epoch open for)."""
-    first = set(worker.broadcast_workers)
-    seen = set(first)
+class MemberWatch:
+    """The processes seen joining and leaving since it was made: it looks after every
+    rescale event the worker applies, so a join and a leave that both land before the
+    program waits for them (or in one step) count all the same."""
 
-    def pending() -> bool:
-        now = set(worker.broadcast_workers)
-        seen.update(now)
-        per = worker.config.workers
-        return len(seen - first) < joins * per or len(seen - now) < leaves * per
-    worker.step_while(pending)
+    def __init__(self, worker) -> None:
+        self.worker = worker
+        self.first = set(worker.broadcast_workers)
+        self.seen = set(self.first)
+        worker.rescale_listeners.append(self.look)
+
+    def look(self) -> None:
+        self.seen.update(self.worker.broadcast_workers)
+
+    def wait(self, joins: int, leaves: int) -> None:
+        """Step until ``joins`` processes have joined the cluster and ``leaves`` have left
+        it (what a test of a join or a leave during WCC holds an epoch open for)."""
+        per = self.worker.config.workers
+
+        def pending() -> bool:
+            self.look()
+            now = set(self.worker.broadcast_workers)
+            return len(self.seen - self.first) < joins * per or len(self.seen - now) < leaves * per
+        self.worker.step_while(pending)
 
 
 def run(worker, batches, epoch_delay=0.0, hold_at=None, joins=0, leaves=0):
     """Feed ``batches`` (a list of edge lists, one per epoch) and return captured labels.
     Worker 0 prints ``worker 0 fed epoch E`` as it feeds; with ``hold_at`` it holds that
-    epoch open until ``joins`` processes joined and ``leaves`` left (``await_members``)."""
+    epoch open until ``joins`` processes joined and ``leaves`` left (``MemberWatch``)."""
     def build(scope):
         edges, stream = scope.new_input()
         ticks, tick_stream = scope.new_input()
@@ -137,6 +149,7 @@ def run(worker, batches, epoch_delay=0.0, hold_at=None, joins=0, leaves=0):
         return edges, ticks, labels.capture(), labels.probe()
 
     edges, ticks, captured, probe = worker.dataflow(build)
+    watch = MemberWatch(worker) if hold_at is not None else None
     # Labels and adjacency are per-vertex state: they are routed over the workers the
     # dataflow started with (pinned), so a worker that joins later owns no vertex and
     # has nothing to feed: it bootstraps its progress state, gives up its inputs and
@@ -153,7 +166,7 @@ def run(worker, batches, epoch_delay=0.0, hold_at=None, joins=0, leaves=0):
             if epoch_delay:
                 print(f"worker 0 fed epoch {epoch}", flush=True)
             if epoch == hold_at:
-                await_members(worker, joins, leaves)
+                watch.wait(joins, leaves)
         ticks.send(epoch)
         edges.advance_to(epoch + 1)
         ticks.advance_to(epoch + 1)

@@ -421,7 +421,7 @@ def test_ingestion_epochs_read_a_topic_without_markers_once(tansu, monkeypatch):
     the latest, never go back along a partition, and the group's offsets end at the end.
     The source runs until every record was read; then its wall clock jumps past
     ``end_epoch`` (a day away in real time), and it ends."""
-    from timely.connectors.kafka import source as source_module
+    from timely.connectors.kafka import steps as source_module
     B = tansu.bootstrap
     inp, group = name("in"), name("g")
     create_topics(B, {inp: 2})

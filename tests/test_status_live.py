@@ -60,7 +60,7 @@ def test_metrics_and_the_status_page_follow_a_real_run_and_a_join(tansu, tmp_pat
         assert sum(total(x, "timely_operator_records_out_total", operator=source) for x in m) == sent
         assert {dict(ls)["partition"] for x in m for (n, ls) in x if n == "timely_kafka_source_lag"} \
             == {str(p) for p in range(PARTITIONS)}
-        assert sum(total(x, "timely_stateful_bins") for x in m) == BINS
+        assert sum(total(x, "timely_stateful_bins", operator="PageAggregates") for x in m) == BINS
         for p, x in enumerate(m):
             assert total(x, "timely_dataflow_frontier", worker=str(p)) >= 3
             assert total(x, "timely_epochs_completed_total", worker=str(p)) >= 3
@@ -89,8 +89,8 @@ def test_metrics_and_the_status_page_follow_a_real_run_and_a_join(tansu, tmp_pat
             assert not page.js_errors, page.js_errors
             screenshot(page, tmp_path / "after.png")
         after = _scrapes(port, 3)
-        assert sum(total(x, "timely_stateful_bins") for x in after) == BINS
-        assert total(after[2], "timely_stateful_bins") > 0
+        assert sum(total(x, "timely_stateful_bins", operator="PageAggregates") for x in after) == BINS
+        assert total(after[2], "timely_stateful_bins", operator="PageAggregates") > 0
         assert sum(total(x, "timely_bins_moved_total") for x in after) > 0
         for e in range(JOINED, EPOCHS):
             writer.epoch(e, clicks(e))

@@ -53,8 +53,6 @@ class Worker:
         self.broadcast_workers: list[int] = list(range(allocator.peers))
         #: an Exchange(pinned=True) was built: keyed state pinned to the original workers
         self.pinned_routing = False
-        #: kafka_sink topic -> the worker writing each of its partitions
-        self.sink_writers: dict[str, list[int]] = {}
         #: this worker's process is leaving the cluster / has left it (timely.rescaling.leave)
         self.leaving = False
         self.quiesced = False               # leaving: no bin left here, broadcasts may stop

@@ -13,7 +13,10 @@
    After two thirds of the epochs (once the joiner is a member) one process is
    SIGKILLed: the others roll back to their last checkpoint and go on, and a
    replacement started with the dead process's arguments joins them; the recovery
-   time (SIGKILL -> the next epoch's results readable) is printed.
+   time (SIGKILL -> the next epoch's results readable) is printed. An epoch later a
+   process (process 0 by default) is sent SIGTERM: it hands its bins, Kafka
+   partitions and rebalancer on and leaves gracefully; the leave's time (SIGTERM ->
+   exit) and the slowest epoch around it are printed.
 4. Spark reads the results back with ``timely-kafka`` and checks them against its own
    computation from the same events: exact equality per epoch, printed as a table.
 
@@ -128,6 +131,10 @@ class Report:
     started_at: Optional[float] = None       # wall-clock time of the first epoch's write
     killed_at: Optional[float] = None        # wall-clock time of the SIGKILL
     recovery_s: Optional[float] = None       # SIGKILL -> the next epoch's results readable
+    leaver: Optional[int] = None             # the process sent SIGTERM
+    sigterm_at: Optional[float] = None       # wall-clock time of the SIGTERM
+    left_at: Optional[float] = None          # ... and of the leaver's exit
+    leave_code: Optional[int] = None
 
     @property
     def latencies_ms(self) -> dict[int, float]:
@@ -145,6 +152,17 @@ class Report:
                   for r in self.check)
         return bad + (0 if self.check else 1) + sum(1 for c in self.codes if c)
 
+    def around_leave(self) -> dict[int, float]:
+        """Latencies (ms) of the epochs readable from the SIGTERM to the leaver's exit,
+        and of the first one after it."""
+        if self.sigterm_at is None or self.left_at is None:
+            return {}
+        lat = self.latencies_ms
+        during = [e for e, t in self.completed_at.items() if self.sigterm_at <= t <= self.left_at]
+        after = [e for e, t in self.completed_at.items() if t > self.left_at]
+        chosen = during + ([min(after)] if after else [])
+        return {e: lat[e] for e in sorted(chosen) if e in lat}
+
     def recovered(self) -> Optional[float]:
         """Seconds from the SIGKILL to the first epoch, not complete before it, whose
         results are readable."""
@@ -158,13 +176,16 @@ class Report:
 def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int = 10,
                  partitions: int = 4, processes: int = 2, join_after: Optional[int] = None,
                  progress: tuple = (), workers: int = 1, pace: float = 0.0,
-                 migration: str = "all-at-once", kill_after: Optional[int] = -1, metrics_port: int = 0,
+                 migration: str = "all-at-once", kill_after: Optional[int] = -1,
+                 leave_after: Optional[int] = -1, leaver: int = 0, metrics_port: int = 0,
                  screenshot: Optional[str] = None, rows_per_message: Optional[int] = None,
                  spark_nice: int = 0, writer_tasks: Optional[int] = 1, say=print) -> Report:
     """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
     whose write a process joins (default a third of the way; -1 for none);
     ``kill_after``: the epoch after whose write process 1 is SIGKILLed and a
     replacement started (None: two thirds of the way; -1, the default here, for none);
+    ``leave_after``: the epoch after whose write process ``leaver`` is sent SIGTERM to
+    leave (None: the epoch after the kill; -1, the default here, for none);
     ``metrics_port``: process p serves metrics and the status page on it + p (0: off);
     ``screenshot``: a PNG of the status page taken once the joiner holds bins;
     ``rows_per_message``: clicks per Kafka record Spark writes (None: its packed default);
@@ -179,6 +200,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     create_topics(brokers, {clicks: partitions, results: partitions})
     join_after = epochs // 3 if join_after is None else join_after
     kill_after = 2 * epochs // 3 if kill_after is None else kill_after
+    leave_after = max(kill_after, join_after) + 1 if leave_after is None else leave_after
 
     t = time.monotonic()
     raw = spark_jobs.raw_clicks(spark, events, epochs)
@@ -225,6 +247,8 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
                 say(f"cluster: process {processes} joins after epoch {epoch}")
             if epoch == kill_after:
                 crash(cluster, processes, report, say)
+            if epoch == leave_after:
+                leave(cluster, leaver, report, say)
             if screenshot and epoch == min(epochs - 1, join_after + 2):
                 shoot(f"http://127.0.0.1:{metrics_port}/", screenshot, say)
             if pace:
@@ -248,7 +272,8 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
                                   else report.seconds["processes exited"])
     shown = [line for line in report.cluster_log
              if any(s in line for s in ("read ", "joins", " ships ", "done in", "restarts", "roll back",
-                                        "rollback ", "restored at", "finished joining"))]
+                                        "rollback ", "restored at", "finished joining", "leaves the cluster",
+                                        "has drained and leaves", "drives from", "cannot leave"))]
     say("\n".join(shown if not any(report.codes) else report.cluster_log))
     said = (f"all results in Kafka {report.seconds['dataflow']:.2f} s after the first write "
             f"({report.clean / report.seconds['dataflow']:,.0f} clicks/s end to end)" if complete else
@@ -270,6 +295,15 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         say("recovery: SIGKILL -> the next epoch's results readable in "
             + ("(never)" if report.recovery_s is None else f"{report.recovery_s:.2f} s")
             + "; the survivors were not restarted")
+
+    if report.sigterm_at is not None:
+        around = report.around_leave()
+        took = ("(it did not exit)" if report.left_at is None
+                else f"{report.left_at - report.sigterm_at:.2f} s, exit code {report.leave_code}")
+        slowest = max(around.items(), key=lambda kv: kv[1]) if around else None
+        say(f"leave: process {report.leaver} SIGTERM -> exit {took}; epochs around it (ms): "
+            + (", ".join(f"{e}: {ms:.0f}" for e, ms in around.items()) or "none")
+            + (f"; the slowest, epoch {slowest[0]}: {slowest[1]:.0f} ms" if slowest else ""))
 
     t = time.monotonic()
     got = spark_jobs.read_results(spark, brokers, results)
@@ -327,6 +361,21 @@ def crash(cluster: LocalCluster, processes: int, report: Report, say) -> None:
     say("cluster: a replacement for process 1 starts with its arguments")
 
 
+def leave(cluster: LocalCluster, leaver: int, report: Report, say) -> None:
+    """SIGTERM process ``leaver`` (a replacement, if it was replaced): it leaves the
+    cluster gracefully while epochs go on arriving; a thread notes when it exits."""
+    proc = cluster.processes[leaver]
+    report.leaver = leaver
+    report.sigterm_at = time.time()
+    cluster.kill(proc, signal.SIGTERM)
+    say(f"cluster: process {leaver} sent SIGTERM: it leaves, its bins and Kafka partitions move")
+
+    def wait() -> None:
+        report.leave_code = proc.popen.wait()
+        report.left_at = time.time()
+    threading.Thread(target=wait, daemon=True, name="leaver").start()
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -335,6 +384,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--join-after", type=int, default=None, help="epoch after which a process joins (-1: none)")
     parser.add_argument("--kill-after", type=int, default=None,
                         help="epoch after which process 1 is SIGKILLed and replaced (-1: none)")
+    parser.add_argument("--leave-after", type=int, default=None,
+                        help="epoch after which a process is sent SIGTERM and leaves (default: the "
+                             "epoch after the kill; -1: none)")
+    parser.add_argument("--leaver", type=int, default=0, help="the process that leaves (default 0)")
     parser.add_argument("--progress-mode", default="p2p", choices=["p2p", "kafka"])
     parser.add_argument("--brokers", help="use this Kafka instead of starting the embedded broker")
     parser.add_argument("--metrics-port", type=int, default=None,
@@ -373,6 +426,7 @@ def main(argv: list[str]) -> int:
                      "--kafka-prefix", f"pipe{uuid.uuid4().hex[:8]}"] if args.progress_mode == "kafka" else [])
         report = run_pipeline(spark, brokers, args.events, args.epochs, args.partitions,
                               join_after=args.join_after, progress=progress, kill_after=args.kill_after,
+                              leave_after=args.leave_after, leaver=args.leaver,
                               metrics_port=metrics_port, screenshot=args.screenshot, pace=args.pace,
                               spark_nice=args.spark_nice, writer_tasks=args.writer_tasks)
         spark.stop()

@@ -48,8 +48,10 @@ def count(key, value, state):
 
 
 class Membership:
-    """The processes the feeder has seen finish joining and finish leaving, one look per
-    epoch (a process is one worker index per ``-w``)."""
+    """The processes the feeder has seen finish joining and finish leaving (a process is
+    one worker index per ``-w``). It looks after every rescale event the worker applies
+    (``worker.rescale_listeners``): a process that joins and leaves between two epochs
+    is seen all the same."""
 
     def __init__(self, worker) -> None:
         self.worker = worker
@@ -57,18 +59,23 @@ class Membership:
         self.joined: set[int] = set()
         self.reached = self._processes(worker.broadcast_workers)
         self.left: set[int] = set()
+        worker.rescale_listeners.append(self.look)
 
     def _processes(self, workers) -> set[int]:
         return {w // self.worker.config.workers for w in workers}
 
-    def awaiting(self, args) -> bool:
+    def look(self) -> None:
         reached = self._processes(self.worker.broadcast_workers)
         self.reached |= reached
         self.left = self.reached - reached
+        self.joined |= self._processes(self.worker.routing_workers) - self.initial
+
+    def awaiting(self, args) -> bool:
+        self.look()
         return self.joining(args) or len(self.left) < args.await_leaves
 
     def joining(self, args) -> bool:
-        self.joined |= self._processes(self.worker.routing_workers) - self.initial
+        self.look()
         return len(self.joined) < args.await_joins
 
 

@@ -77,7 +77,7 @@ def fold_bins(fold: Callable[[Any, Any, Any], tuple], states: BinStates, entries
     bins = states.bins
     log = states.log
     for _, runs, records in entries:
-        for b, these in _bin_slices(runs, records):
+        for b, these in bin_slices(runs, records):
             bin = bins.get(b)
             if bin is None:
                 raise _missing_bin(states, b)
@@ -103,7 +103,7 @@ def split_held(entries: list, states: BinStates) -> tuple[list, list]:
     waiting: list = []
     for i, runs, records in entries:
         parts: tuple = (([], []), ([], []))          # (runs, records) held, then waiting
-        for b, these in _bin_slices(runs, records):
+        for b, these in bin_slices(runs, records):
             part = parts[b not in bins]
             part[0].extend((b, len(these)))
             part[1].extend(these)
@@ -126,7 +126,7 @@ def subtract_entries(entries: list, withdrawals: list) -> list:
     """
     gone: dict[tuple[int, int], Outstanding] = {}
     for i, runs, records in withdrawals:
-        for b, these in _bin_slices(runs, records):
+        for b, these in bin_slices(runs, records):
             found = gone.get((i, b))
             if found is None:
                 gone[(i, b)] = Outstanding(these)
@@ -136,7 +136,7 @@ def subtract_entries(entries: list, withdrawals: list) -> list:
     for i, runs, records in entries:
         flat: list = []
         kept: list = []
-        for b, these in _bin_slices(runs, records):
+        for b, these in bin_slices(runs, records):
             taken = gone.get((i, b))
             if taken:
                 these = taken.take_from(these)
@@ -155,7 +155,7 @@ def subtract_entries(entries: list, withdrawals: list) -> list:
 def _combine_message(per_bin: dict, runs: bytes, records: Any, combine: Callable, name: str,
                      time: Any) -> None:
     """Combine each bin's records of one of F's messages into ``per_bin``."""
-    for b, these in _bin_slices(runs, records):
+    for b, these in bin_slices(runs, records):
         _combine_into(per_bin, b, these, combine, name, time)
 
 
@@ -169,7 +169,7 @@ def _combine_into(per_bin: dict, b: int, records: Any, combine: Callable, name: 
                             f"{type(e).__name__}: {e}") from e
 
 
-def _bin_slices(runs: bytes, records: Any) -> Iterable[tuple[int, Any]]:
+def bin_slices(runs: bytes, records: Any) -> Iterable[tuple[int, Any]]:
     """``(bin, its records)`` for each run of one of F's messages, in order."""
     pos = 0
     for b, count in _checked_runs(runs, len(records)):

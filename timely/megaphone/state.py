@@ -47,7 +47,7 @@ from ..checkpoint.binlog import DURABLE_POLL, END
 from ..dataflow.channels import Direct, Pipeline
 from ..dataflow.stream import Stream
 from ..progress.timestamp import identity_summary
-from .apply import (_bin_slices, _combine_into, _combine_message, _missing_bin, fold_bins, split_held,
+from .apply import (bin_slices, _combine_into, _combine_message, _missing_bin, fold_bins, split_held,
                     subtract_entries)
 from .bin_states import Bin, BinStates, StatefulError
 from .bins import DEFAULT_BINS, RoutingTable, bin_shift
@@ -99,7 +99,8 @@ def _control_stream(streams: list[Stream], control: Optional[Stream], feedback: 
 
 def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Optional[Stream],
               name: str, bins: int, make_apply: Callable, eager: bool = False,
-              tracked: bool = True, combine: Optional[Callable] = None) -> Stream:
+              tracked: bool = True, combine: Optional[Callable] = None,
+              advanced: Optional[Callable[[Any], None]] = None, checkpointed: bool = True) -> Stream:
     """F per input, one S, the feedback from S to the Fs; ``make_apply(states, give,
     schedule)`` returns ``apply(time, cap, entries, bins_due, combined)`` (``entries``: a
     list of ``(input, runs, records)``; ``combined``: see ``combine``). ``eager``: apply
@@ -110,6 +111,9 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     withdrawals, whose records ``apply`` combines again from what is left.
     ``tracked``: the logic mutates the bins' dicts itself, so checkpoints learn the keys
     it changed from them (``TrackedDict``); otherwise ``apply`` names them (``touch``).
+    ``advanced(least)``: after each run, the least time the inputs may still bring
+    (None once exhausted): every time before it is applied here. ``checkpointed``:
+    False keeps the bins out of checkpoints (state the world outside holds anyway).
 
     S checkpoints its bins (``timely.checkpoint.BinLog``, when the dataflow's
     checkpoints are on) each time it crosses a boundary, and holds a second output's
@@ -277,14 +281,17 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                     apply(t, cap, entries, notify_index.pop(t, ()), per_bin)
                     del caps[t]
                     cap.drop()
+            if advanced is not None:
+                advanced(least())
             if log is not None:
                 log.cross(least())
             acknowledge(log)
         return logic
     builder.build(constructor)
     worker.stateful_states.append(states)
-    worker.checkpoint_context.add_state(f"{name}@{'.'.join(map(str, path))}", states, bins, acks,
-                                        tracked, scope.minimum)
+    if checkpointed:
+        worker.checkpoint_context.add_state(f"{name}@{'.'.join(map(str, path))}", states, bins, acks,
+                                            tracked, scope.minimum)
     _frontier_of(result, name).connect_loop(handle)
     return result
 
@@ -345,7 +352,7 @@ def _keyed_logic_apply(logic: Callable, name: str, inputs: int,
         def grouped(t, entries, bins_due):
             per_bin: dict[int, list] = {}
             for i, runs, records in entries:
-                for b, these in _bin_slices(runs, records):
+                for b, these in bin_slices(runs, records):
                     lists = per_bin.get(b)
                     if lists is None:
                         lists = per_bin[b] = [[] for _ in range(inputs)]
@@ -435,6 +442,20 @@ def stateful_unary(stream: Stream, control: Optional[Stream], key: Callable[[Any
     """
     return _stateful([stream], [key], control, name, bins, _keyed_logic_apply(logic, name, 1, combine),
                      combine=combine)
+
+
+def stateful_epochs(stream: Stream, key: Callable[[Any], Any], name: str, make_apply: Callable,
+                    bins: int, advanced: Optional[Callable[[Any], None]] = None,
+                    checkpointed: bool = True) -> Stream:
+    """S with the caller's own ``apply``: ``make_apply(states, output, schedule)`` returns
+    ``apply(time, cap, entries, bins_due, combined)``, called once per complete time with
+    every record this worker's bins got at it (``entries``: ``(input, runs, records)``,
+    split per bin by ``bin_slices``), for work per time that spans bins (the Kafka sink
+    writes its partitions' epochs and markers with one flush). ``advanced(least)``: see
+    ``_stateful``. ``apply`` names the keys it changes (``states.log.touch``), unless
+    ``checkpointed`` is False: the bins' state is then not checkpointed."""
+    return _stateful([stream], [key], None, name, bins, make_apply, tracked=False, advanced=advanced,
+                     checkpointed=checkpointed)
 
 
 def stateful_binary(stream: Stream, other: Stream, control: Optional[Stream], key1: Callable[[Any], Any],

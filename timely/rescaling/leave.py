@@ -7,8 +7,7 @@ leave of process P goes in this order:
    is joining (or another is leaving), then tells every process ``("leave", P)``; each
    posts it to its workers. A leave that cannot be done is refused with a message
    saying why (rescaling off, the last process, keyed routing pinned to the workers P
-   hosts, Kafka sink partitions P writes). P's Kafka source partitions go to the
-   remaining workers (``timely.connectors.kafka``), so it stops
+   hosts). P's Kafka source partitions go to the remaining workers (``timely.connectors.kafka``), so it stops
    holding a capability for them.
 2. **Routing stops.** Each worker applying the leave drops P's workers from
    ``worker.routing_workers`` (``Exchange`` stops sending to them). Keyed state (Megaphone) is routed by the
@@ -64,10 +63,6 @@ def refusal(worker: Any) -> Optional[str]:
         return ("a dataflow routes keyed records pinned to the workers it was built on "
                 "(Exchange(pinned=True)), and this process hosts some of them: their state "
                 "cannot move; use the stateful operators (timely.megaphone) instead")
-    writes = sorted(topic for topic, owner in worker.sink_writers.items() if set(owner) & set(mine))
-    if writes:
-        return (f"it writes partitions of Kafka topics {writes} (kafka_sink): each partition has "
-                f"one writer, fixed when the dataflow was built")
     return None
 
 

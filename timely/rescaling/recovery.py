@@ -99,7 +99,6 @@ def drop_dataflow(worker: Any, index: int) -> None:
         del worker.kafka_sources[key]
     worker.stateful_states[:] = [s for s in worker.stateful_states if s.dataflow != index]
     worker.rescale_listeners.clear()
-    worker.sink_writers.clear()
     for server in worker.bootstrap_servers.values():
         server.close()
     worker.bootstrap_servers.clear()

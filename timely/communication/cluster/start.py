@@ -136,7 +136,11 @@ def _run(config: Any, build: Callable[[Any], Any], hub: ClusterHub, listener: Op
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        # in short waits: Python runs a signal's handler (SIGTERM: leave) on this thread
+        # only, and a signal the kernel gave another thread (a worker's, librdkafka's)
+        # does not interrupt a join without a timeout: it waited for the job's end
+        while t.is_alive():
+            t.join(0.1)
     if hub.error is not None or errors:
         hub.kill()
         hub.close_clients()

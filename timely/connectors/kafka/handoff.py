@@ -8,8 +8,8 @@ takes its capability from that record (``KafkaSourceState.take``) and reads on f
 there. Records of the unfinished epoch are read again there and dropped here (those
 handed on early are withdrawn here): none is lost or given twice.
 
-- ``_Held``: the source's two capabilities (records, hand-offs), moved together;
-- ``_hand_off``: give away the partitions this worker no longer owns.
+``_hand_off`` gives away the partitions this worker no longer owns; the source's two
+capabilities (records, hand-offs) move together as one ``Capabilities``.
 
 Costs: per partition moved, one small record and one (un)assign, plus a withdrawal of
 the records of its unfinished epochs handed on early; O(partitions) to find them.
@@ -18,39 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ...dataflow.capability import Capabilities
 from .source_state import KafkaSourceState
 
 
-class _Held:
-    """The source's capability: one for its records and one for its hand-offs, moved
-    together (what ``OutputPort`` asks of a capability: ``time``, ``covers``)."""
-
-    __slots__ = ("caps",)
-
-    def __init__(self, caps: list) -> None:
-        self.caps = caps
-
-    @property
-    def time(self) -> Any:
-        return self.caps[0].time
-
-    @property
-    def is_pending(self) -> bool:
-        return any(c.is_pending for c in self.caps)
-
-    def covers(self, internal: Any) -> bool:
-        return any(c.covers(internal) for c in self.caps)
-
-    def downgrade(self, time: Any) -> None:
-        for c in self.caps:
-            c.downgrade(time)
-
-    def drop(self) -> None:
-        for c in self.caps:
-            c.drop()
-
-
-def _hand_off(state: KafkaSourceState, out: Any, data: Any, cap: _Held, routing: Sequence[int],
+def _hand_off(state: KafkaSourceState, out: Any, data: Any, cap: Capabilities, routing: Sequence[int],
               markers: bool) -> bool:
     """Give the partitions this worker reads but no longer owns to their owners; returns
     whether some must wait. Records of a partition's unfinished epochs that were handed

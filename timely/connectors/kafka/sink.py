@@ -3,27 +3,39 @@
 ``stream.kafka_sink(brokers, topic, ...)`` writes each epoch's records once the
 frontier has passed it, then one marker per partition naming the epoch's offset range;
 its output stream's frontier passes an epoch once that epoch is acknowledged by the
-broker. Each partition has one writer, worker ``partition % workers``. At start-up it
-reads the markers already in its partitions and skips the epochs they complete, so a
-restarted job never makes a reader see an epoch twice (nor half of one: records left
-by a writer that died before its marker fall outside the marker's range).
+broker.
 
-Costs: the sink buffers an epoch, then two flushes per epoch (records, then markers).
-The sink's start-up scan reads its partitions once: O(topic size).
+Each partition has one writer at a time, and writers move with the cluster. A
+partition is a Megaphone bin (its key is chosen to hash to bin ``p``), so the writer
+of partition p at epoch e is whoever holds bin p at e: records are routed by the
+configuration in force at their epoch, and a bin moves at an epoch boundary H only
+once its old owner has written every epoch before H (data, markers, acknowledged).
+The bin's state, ``{p: [last epoch written, offset to read markers from]}``, moves
+with it; before its first write a writer reads the partition's markers from that
+offset on (from 0 after a start: the topic is the sink's checkpoint, so its bins are
+kept out of the dataflow's), so an epoch is never written twice, by a restarted job
+or after a move. The rebalancer spreads the partitions
+over the workers on joins, leaves and rollbacks, as it spreads any bins.
+
+Costs: the sink buffers an epoch, then two flushes per epoch and worker (records, then
+markers). Reading a partition's markers costs O(records since the offset), once per
+partition a worker takes on.
 """
 from __future__ import annotations
 
 import itertools
 from typing import Any, Callable, Optional, Union
 
-from ...dataflow.channels import Direct
 from ...hashing import stable_hash64
+from ...megaphone.apply import bin_slices
+from ...megaphone.bins import bin_of, bin_shift
+from ...megaphone.state import stateful_epochs
 from ..client import (Brokers, ConnectorError, brokers_string, consumer_config, producer_config,
                       topic_partitions)
 from ..epochs import PACKED_ROWS, Format, data_headers, format_of, marker_headers
 from ..markers import MarkerIndex
 
-__all__ = ["kafka_sink", "KafkaSinkState"]
+__all__ = ["kafka_sink", "KafkaSinkState", "partition_keys"]
 
 
 def _key_bytes(key: Any) -> Optional[bytes]:
@@ -34,29 +46,49 @@ def _key_bytes(key: Any) -> Optional[bytes]:
     return format_of("json").dumps(key)
 
 
+def sink_bins(partitions: int) -> int:
+    """The sink's bins: the least power of two that gives every partition its own.
+
+    >>> sink_bins(1), sink_bins(4), sink_bins(5)
+    (1, 4, 8)
+    """
+    return 1 << max(0, partitions - 1).bit_length()
+
+
+def partition_keys(partitions: int) -> list:
+    """For each partition p, a key that Megaphone puts in bin p of ``sink_bins``.
+
+    >>> from timely.hashing import stable_hash64
+    >>> keys = partition_keys(4)
+    >>> [bin_of(stable_hash64(k), bin_shift(4)) for k in keys]
+    [0, 1, 2, 3]
+    """
+    k = bin_shift(sink_bins(partitions))
+    keys: list = [None] * partitions
+    for i in itertools.count():
+        key = ("kafka_sink", i)
+        b = bin_of(stable_hash64(key), k)
+        if b < partitions and keys[b] is None:
+            keys[b] = key
+            if all(x is not None for x in keys):
+                return keys
+    raise AssertionError("unreachable")
+
+
 class KafkaSinkState:
-    """One worker's share of a Kafka sink: its producer, partitions and their last epochs."""
+    """One worker's writing of a Kafka sink: its producer, and the partitions it has read
+    the markers of since it took them on (``verified``)."""
 
     def __init__(self, brokers: Brokers, topic: str, add_config: Optional[dict], fmt: Format,
-                 owned: list[int], rows_per_message: int, timeout: float, producer: Any) -> None:
-        from confluent_kafka import Consumer
+                 rows_per_message: int, timeout: float, producer: Any) -> None:
         self.brokers = brokers
         self.topic = topic
+        self.add_config = add_config
         self.format = fmt
-        self.owned = owned
         self.rows = rows_per_message
         self.timeout = timeout
         self.producer = producer
-        self.last: dict[int, Optional[int]] = {p: None for p in owned}
-        if owned:
-            # A previous run's markers: the epochs it completed are not written again.
-            index = MarkerIndex()
-            reader = Consumer(consumer_config(brokers, None, add_config))
-            try:
-                index.read(reader, {(topic, p): 0 for p in owned})
-            finally:
-                reader.close()
-            self.last = {p: index.states[(topic, p)].completed for p in owned}
+        self.verified: set[int] = set()
         self.written = 0
         self.skipped_epochs = 0
         self._errors: list = []
@@ -97,48 +129,79 @@ class KafkaSinkState:
         self.producer.purge(in_queue=True, in_flight=False)
         self.producer.flush(timeout)
 
-    def write(self, epochs: list[tuple[int, dict]], through: Optional[int]) -> None:
-        """Write each ``(epoch, {partition: [(key, value)]})`` (ascending), each followed
-        by its markers, then empty-epoch markers up to ``through`` (the epoch before the
-        frontier), so readers' frontiers follow this one."""
+    def verify(self, held: dict[int, list]) -> None:
+        """Read the markers of the partitions in ``held`` (``{p: its state}``) this worker
+        has not read since it took them on, from the offset their state names, so that
+        their state says the last epoch the topic has."""
+        from confluent_kafka import Consumer
+        unread = {p: s for p, s in held.items() if p not in self.verified}
+        if not unread:
+            return
+        index = MarkerIndex()
+        reader = Consumer(consumer_config(self.brokers, None, self.add_config))
+        try:
+            index.read(reader, {(self.topic, p): s[1] for p, s in unread.items()})
+        finally:
+            reader.close()
+        for p, s in unread.items():
+            tp = (self.topic, p)
+            completed = index.states[tp].completed
+            if completed is not None and (s[0] is None or completed > s[0]):
+                s[0] = completed
+            s[1] = index.positions[tp]
+            self.verified.add(p)
+
+    def forget(self, kept: Any) -> None:
+        """Partitions not in ``kept`` went to other workers: read them again if they come back."""
+        self.verified &= set(kept)
+
+    def write(self, epoch: int, by_partition: dict, held: dict[int, list]) -> list[int]:
+        """Write ``epoch``'s records (``{p: [(key, value)]}``) to the partitions of
+        ``held`` that have not had it, then their markers; returns those partitions."""
         dumps = self.format.dumps
-        for epoch, by_partition in epochs:
-            targets = [p for p in self.owned if self.last[p] is None or epoch > self.last[p]]
-            if len(targets) < len(self.owned):
-                self.skipped_epochs += 1
-            self._ranges = {}
-            for p in targets:
-                records = by_partition.get(p, ())
-                headers = data_headers(epoch)
-                if self.rows > 1:
-                    for i in range(0, len(records), self.rows):
-                        chunk = records[i:i + self.rows]
-                        self._produce(self.format.dumps_many([v for _, v in chunk]), p,
-                                      data_headers(epoch, rows=len(chunk)), _key_bytes(chunk[0][0]))
-                else:
-                    for key, value in records:
-                        try:
-                            encoded = dumps(value)
-                        except Exception as exc:  # noqa: BLE001 - name the record
-                            raise ConnectorError(f"kafka_sink to {self.topic!r}: epoch {epoch} record "
-                                                 f"{value!r:.80} does not encode as {self.format.name}: "
-                                                 f"{exc}") from None
-                        self._produce(encoded, p, headers, _key_bytes(key))
-                self.written += len(records)
-            self._flush(f"epoch {epoch}")
-            ranges = self._ranges
-            for p in targets:
-                first, end = ranges.get(p, (0, 0))
-                self._produce(b"", p, marker_headers(epoch, first, end))
-                self.last[p] = epoch
-            self._flush(f"the markers of epoch {epoch}")
-        if through is not None:
-            late = [p for p in self.owned if self.last[p] is None or through > self.last[p]]
-            for p in late:
-                self._produce(b"", p, marker_headers(through, 0, 0))
-                self.last[p] = through
-            if late:
-                self._flush(f"the markers of epoch {through}")
+        targets = [p for p, s in held.items() if s[0] is None or epoch > s[0]]
+        if len(targets) < len(held):
+            self.skipped_epochs += 1
+        self._ranges = {}
+        for p in targets:
+            records = by_partition.get(p, ())
+            headers = data_headers(epoch)
+            if self.rows > 1:
+                for i in range(0, len(records), self.rows):
+                    chunk = records[i:i + self.rows]
+                    self._produce(self.format.dumps_many([v for _, v in chunk]), p,
+                                  data_headers(epoch, rows=len(chunk)), _key_bytes(chunk[0][0]))
+            else:
+                for key, value in records:
+                    try:
+                        encoded = dumps(value)
+                    except Exception as exc:  # noqa: BLE001 - name the record
+                        raise ConnectorError(f"kafka_sink to {self.topic!r}: epoch {epoch} record "
+                                             f"{value!r:.80} does not encode as {self.format.name}: "
+                                             f"{exc}") from None
+                    self._produce(encoded, p, headers, _key_bytes(key))
+            self.written += len(records)
+        self._flush(f"epoch {epoch}")
+        ranges = self._ranges
+        self._markers(epoch, {p: ranges.get(p, (0, 0)) for p in targets}, held)
+        return targets
+
+    def through(self, epoch: int, held: dict[int, list]) -> list[int]:
+        """Empty-epoch markers up to ``epoch`` on the partitions of ``held`` behind it, so
+        readers' frontiers follow this one; returns those partitions."""
+        late = [p for p, s in held.items() if s[0] is None or epoch > s[0]]
+        if late:
+            self._markers(epoch, {p: (0, 0) for p in late}, held)
+        return late
+
+    def _markers(self, epoch: int, ranges: dict[int, tuple], held: dict[int, list]) -> None:
+        self._ranges = {}
+        for p, (first, end) in ranges.items():
+            self._produce(b"", p, marker_headers(epoch, first, end))
+        self._flush(f"the markers of epoch {epoch}")
+        for p in ranges:
+            held[p][0] = epoch
+            held[p][1] = self._ranges[p][1]
 
 
 def _producer(worker: Any, brokers: Brokers, config: dict) -> Any:
@@ -162,12 +225,13 @@ def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union
     """Write ``stream``'s records to ``topic`` by epoch (see the module docstring).
 
     ``key(record)`` is the Kafka key and picks the partition (a stable hash), unless
-    ``partition(record)`` picks it; with neither, records stay on partitions their
-    worker writes. ``rows_per_message > 1`` packs that many records per Kafka record (the
-    contract's ``rows`` header, which every reader here decodes); by default records go
-    ``PACKED_ROWS`` per Kafka record without ``key`` (json and msgpack), and one per
-    record with it (a foreign consumer may rely on the Kafka key of each).
-    Returns a stream with no records whose frontier passes an epoch once it is durable.
+    ``partition(record)`` picks it; with neither, records go to partitions this worker
+    writes (round robin). ``rows_per_message > 1`` packs that many records per Kafka
+    record (the contract's ``rows`` header, which every reader here decodes); by
+    default records go ``PACKED_ROWS`` per Kafka record without ``key`` (json and
+    msgpack), and one per record with it (a foreign consumer may rely on the Kafka key
+    of each). Returns a stream with no records whose frontier passes an epoch once it
+    is durable.
     """
     scope = stream.scope
     if type(scope.minimum) is not int:
@@ -181,52 +245,54 @@ def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union
     worker = scope.worker
     producer = _producer(worker, brokers, {"message.timeout.ms": int(timeout * 1000), **(add_config or {})})
     count = topic_partitions(producer, brokers, [topic])[topic]
-    writers = worker.initial_workers
-    owner = [writers[p % len(writers)] for p in range(count)]
-    owned = [] if worker.is_joiner else [p for p in range(count) if owner[p] == worker.index]
-    state = KafkaSinkState(brokers, topic, add_config, fmt, owned, rows_per_message, timeout, producer)
-    # a partition's writer stays put: its process cannot leave (timely.rescaling.leave)
-    worker.sink_writers[topic] = owner
+    state = KafkaSinkState(brokers, topic, add_config, fmt, rows_per_message, timeout, producer)
     worker.checkpoint_context.add_sink(state)
+    keys = partition_keys(count)
+    holder: dict = {}
 
-    # Records travel as (partition, key, value) to the partition's one writer.
+    # Records travel as (partition, key, value) to the partition's writer at their epoch.
     if partition is not None:
         route = lambda r: (partition(r) % count, key(r) if key else None, r)  # noqa: E731
     elif key is not None:
         route = lambda r: (stable_hash64(key(r)) % count, key(r), r)  # noqa: E731
     else:
-        spread = owned or [worker.index % count]
-        cycle = itertools.cycle(spread)
-        route = lambda r: (next(cycle), None, r)  # noqa: E731
-    routed = stream.map(route)
-    builder = scope.operator(name)
-    port = builder.new_input(routed, Direct(lambda t: owner[t[0]]))
-    _, durable = builder.new_output()
+        cycle = itertools.count(worker.index)
 
-    def constructor(caps):
-        caps[0].drop()
-        pending: dict[int, tuple[Any, dict]] = {}
+        def route(r):
+            mine = [b for b in holder["states"].bins if b < count]
+            return (mine[next(cycle) % len(mine)] if mine else next(cycle) % count, None, r)
 
-        def logic():
-            for cap, records in port:
-                found = pending.get(cap.time)
-                if found is None:
-                    found = pending[cap.time] = (cap.retain(), {})
-                by_partition = found[1]
-                for p, k, v in records:
-                    bucket = by_partition.get(p)
-                    if bucket is None:
-                        by_partition[p] = [(k, v)]
-                    else:
-                        bucket.append((k, v))
-            frontier = port.frontier.frontier()
-            least = min(frontier) if len(frontier) else None
-            ready = sorted(t for t in pending if least is None or t < least)
-            through = None if least is None or least == scope.minimum else least - 1
-            state.write([(t, pending[t][1]) for t in ready], through)
-            for t in ready:
-                pending.pop(t)[0].drop()
-        return logic
-    builder.build(constructor)
-    return durable
+    def make_apply(states, out, schedule):
+        holder["states"] = states
 
+        def held() -> dict[int, list]:
+            bins = states.bins
+            found = {}
+            for b in bins:
+                if b < count:
+                    s = bins[b].state
+                    found[b] = s[b] = list(s.get(b, (None, 0)))   # (a moved bin's came as a tuple)
+            state.forget(found)
+            state.verify(found)
+            return found
+
+        def apply(t, cap, entries, _bins_due, _combined):
+            by_partition: dict[int, list] = {}
+            for _i, runs, records in entries:
+                for _b, these in bin_slices(runs, records):
+                    for p, k, v in these:
+                        found = by_partition.get(p)
+                        if found is None:
+                            by_partition[p] = [(k, v)]
+                        else:
+                            found.append((k, v))
+            state.write(t, by_partition, held())
+        holder["held"] = held
+        return apply
+
+    def advanced(least: Any) -> None:
+        if least is not None and least > scope.minimum:
+            state.through(least - 1, holder["held"]())
+
+    return stateful_epochs(stream.map(route), lambda r: keys[r[0]], name, make_apply,
+                           sink_bins(count), advanced, checkpointed=False)

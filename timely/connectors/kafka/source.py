@@ -33,11 +33,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional, Sequence, Union
 
+from ...dataflow.capability import Capabilities
 from ...dataflow.channels import Direct
 from ...dataflow.operators import OperatorInfo
 from ..client import Brokers
 from ..epochs import Format, format_of
-from .handoff import _hand_off, _Held
+from .handoff import _hand_off
 from .source_state import KafkaSourceState
 from .steps import _ingestion_step, _marker_step
 
@@ -131,7 +132,7 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     worker.checkpoint_context.add_source(state)
 
     def constructor(caps):
-        held = _Held(caps)
+        held = Capabilities(caps)
         holder = {"cap": held, "idle": False, "routing": None, "moving": False, "wait": 0.0}
         if not state.parts:
             held.drop()
@@ -162,7 +163,7 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
                 if holder["cap"] is None or cap.time < holder["cap"].time:
                     if holder["cap"] is not None:
                         holder["cap"].drop()
-                    holder["cap"] = _Held([cap.retain_for_output(0), cap.retain_for_output(1)])
+                    holder["cap"] = Capabilities([cap.retain_for_output(0), cap.retain_for_output(1)])
             if holder["cap"] is None:
                 return
             if taken or worker.routing_workers is not holder["routing"]:
