@@ -1,7 +1,8 @@
 """The Spark pipeline end to end (examples/pipeline), small: Spark cleans clicks and
 writes them to the real broker epoch by epoch, a 2-process pytimely cluster (a third
 process joins mid-run and receives per-page state; then process 1 is SIGKILLed, the
-others roll back to their last checkpoint, and a replacement joins) aggregates them
+others roll back to their last checkpoint, and a replacement joins; then process 0 is
+sent SIGTERM and leaves) aggregates them
 into Kafka, and Spark's own computation from the same events must equal the results
 read back with ``timely-kafka``, per epoch, running totals included, in both progress
 modes: what ``make run`` shows.
@@ -38,20 +39,24 @@ def test_pipeline_is_exact_across_a_join_and_a_crash(spark, tansu, progress_mode
                 ["--progress-mode", "kafka", "--kafka-bootstrap", tansu.bootstrap,
                  "--kafka-prefix", f"tp{progress_mode}{os.getpid()}"])
     lines = []
-    report = pipeline.run_pipeline(spark, tansu.bootstrap, events=30_000, epochs=6, partitions=4,
-                                   join_after=1, kill_after=3, progress=progress, pace=0.6,
-                                   say=lines.append)
+    report = pipeline.run_pipeline(spark, tansu.bootstrap, events=30_000, epochs=8, partitions=4,
+                                   join_after=1, kill_after=3, leave_after=4, leaver=0, progress=progress,
+                                   pace=0.6, say=lines.append)
     assert report.codes == [0, 0, 0], "\n".join(report.cluster_log)
+    # process 0 (the rebalancers' driver, a sink writer) was sent SIGTERM: it left, exit 0
+    assert report.leave_code == 0 and report.left_at > report.sigterm_at, "\n".join(lines)
+    assert any("process 0 leaves the cluster" in line for line in report.cluster_log), "\n".join(lines)
+    assert any(line.startswith("leave: process 0 SIGTERM -> exit") for line in lines), "\n".join(lines)
     assert report.dropped["no user"] > 0 and report.dropped["bad time"] > 0 and report.dropped["unknown page"] > 0
     assert report.raw == report.clean + sum(report.dropped.values())
-    assert [r["epoch"] for r in report.check] == list(range(6))
+    assert [r["epoch"] for r in report.check] == list(range(8))
     assert report.differences == 0, "\n".join(lines)
     assert sum(r["clicks"] for r in report.check) == report.clean
     bins = held_bins(report.cluster_log)           # the replacement is process 1 again
     assert sorted(bins) == [0, 1, 2] and sum(bins.values()) == 64, bins
     assert any("rollback 1" in line for line in report.cluster_log), "\n".join(report.cluster_log)
     assert report.recovery_s is not None and report.recovery_s > 0, "\n".join(lines)
-    assert sorted(report.latencies_ms) == list(range(6))
+    assert sorted(report.latencies_ms) == list(range(8))
     # from the epoch's last marker in Kafka: no epoch's results can be complete before it
     assert all(ms > 0 for ms in report.latencies_ms.values()), report.latencies_ms
     # the end-to-end time runs from the first write to the last epoch's results readable

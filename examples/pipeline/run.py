@@ -10,7 +10,7 @@
 3. Meanwhile a pytimely cluster (2 processes; a third joins after a third of the
    epochs) reads ``clicks``, keeps per-page state that migrates to the joiner, and
    writes per-epoch and running aggregates to the ``results`` topic (``dataflow.py``).
-   After two thirds of the epochs (once the joiner is a member) one process is
+   Halfway through the epochs (once the joiner is a member) one process is
    SIGKILLed: the others roll back to their last checkpoint and go on, and a
    replacement started with the dead process's arguments joins them; the recovery
    time (SIGKILL -> the next epoch's results readable) is printed. An epoch later a
@@ -183,7 +183,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
     whose write a process joins (default a third of the way; -1 for none);
     ``kill_after``: the epoch after whose write process 1 is SIGKILLed and a
-    replacement started (None: two thirds of the way; -1, the default here, for none);
+    replacement started (None: halfway; -1, the default here, for none);
     ``leave_after``: the epoch after whose write process ``leaver`` is sent SIGTERM to
     leave (None: the epoch after the kill; -1, the default here, for none);
     ``metrics_port``: process p serves metrics and the status page on it + p (0: off);
@@ -199,7 +199,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     clicks, results = f"clicks-{run}", f"results-{run}"
     create_topics(brokers, {clicks: partitions, results: partitions})
     join_after = epochs // 3 if join_after is None else join_after
-    kill_after = 2 * epochs // 3 if kill_after is None else kill_after
+    kill_after = epochs // 2 if kill_after is None else kill_after
     leave_after = max(kill_after, join_after) + 1 if leave_after is None else leave_after
 
     t = time.monotonic()
