@@ -218,7 +218,8 @@ def run_one(seed: int, mode: str, brokers: str, epochs: int = 20, pace: float = 
                     fired.append({**fault, "at": round(sup.now(), 2), "processes": targets,
                                   "seen": fault["when"] == "epoch" or hint is not None})
                 time.sleep(pace)
-            last = max([written_at[epochs - 1]] + [f["at"] for f in fired])
+            last_fault = max([f["at"] for f in fired], default=0.0)
+            last = max(written_at[epochs - 1], last_fault)
             while not sup.all_done() and sup.crash_loop is None and sup.now() < last + END_WITHIN:
                 time.sleep(0.1)
             ended = sup.all_done()
@@ -234,7 +235,8 @@ def run_one(seed: int, mode: str, brokers: str, epochs: int = 20, pace: float = 
     except AssertionError as exc:       # an (epoch, page) read twice
         exact, problem = False, str(exc).splitlines()[0]
     result = {"seed": seed, "mode": mode, "faults": fired, "ended": ended, "exact": exact,
-              "end_after_last_fault": None if end is None else round(end - last, 2),
+              "end_after_last_fault": None if end is None else round(end - last_fault, 2),
+              "end_after_last_epoch": None if end is None else round(end - written_at[epochs - 1], 2),
               "starts": sup.starts, "crash_loop": sup.crash_loop, "problem": problem,
               "exits": [(round(t, 2), i, c) for t, i, c in sup.exits]}
     faults_text = "; ".join(f"{f['kind']}@{f['at']}s {f['processes']} ({f['when']}"

@@ -21,6 +21,7 @@ import os
 import re
 import threading
 import urllib.request
+import uuid
 
 import pytest
 
@@ -217,3 +218,32 @@ def test_a_process_restarted_after_its_job_completed_exits_at_once(tansu, paced,
                      rf"committed every epoch before 4 of '{paced['clicks']}'\): nothing to do", again.output()), log
     assert "waiting for" not in again.output(), log
     assert read_results(tansu.bootstrap, paced["results"]) == expected(4)
+
+
+def test_a_kafka_source_waiting_for_a_marker_says_which(tansu):
+    """A source whose next epoch has no marker yet holds the frontier: the stall line
+    names the epoch and the partitions it waits on; once the marker is written the
+    dataflow completes."""
+    from test_kafka_connectors import Writer
+    from timely.connectors.client import create_topics
+    topic = f"stall-{uuid.uuid4().hex[:8]}"
+    create_topics(tansu.bootstrap, {topic: 2})
+    writer = Writer(tansu.bootstrap, topic)
+    writer.epoch(0, {0: [{"i": 0}], 1: [{"i": 1}]})
+    writer.records(1, {0: [{"i": 2}], 1: [{"i": 3}]})
+    writer.marker(1, 0)                          # partition 1 still owes epoch 1's marker
+
+    def finish(record):
+        writer.marker(1, 1)
+        writer.epoch(2, {0: [], 1: []})
+
+    def build(worker):
+        probe = worker.dataflow(lambda scope: scope.kafka_source(tansu.bootstrap, topic, end_epoch=3).probe())
+        worker.run()
+        return probe.done()
+
+    with Lines("timely.stall") as lines:
+        lines.hooks.append(("made no progress", finish))
+        assert execute_bounded(timely.Config(workers=1, stall_warn=STALL), build) == [True]
+    line = next(m for m in lines.messages if "made no progress" in m)
+    assert f"KafkaSource (node 1, output 0) at 1 (the marker of epoch 1 on {topic}[1])" in line, line

@@ -55,6 +55,19 @@ def _sources(worker: Any) -> dict:
     return found
 
 
+def _waits(state: KafkaSourceState) -> str:
+    """What a source holding the frontier waits for (timely.stall): the partitions whose
+    next epoch has not had its marker, and where they read."""
+    behind = sorted((part.bound() if part.bound() is not None else -1, tp) for tp, part in state.parts.items())
+    if not behind:
+        return "no partition to read"
+    least = behind[0][0]
+    names = [f"{t}[{p}]" for e, (t, p) in behind if e == least]
+    if least < 0:
+        return f"nothing read yet from {', '.join(names)}"
+    return f"the marker of epoch {least} on {', '.join(names)}"
+
+
 def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]], *,
                  group_id: Optional[str] = None, starting_offsets: Any = "earliest",
                  add_config: Optional[dict] = None, batch_size: int = 10_000,
@@ -130,6 +143,8 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
         state.ends = {}
     _sources(worker)[(scope.path, stream.source.node)] = state
     worker.checkpoint_context.add_source(state)
+    if worker.stall is not None:
+        worker.stall.waits(path, lambda: _waits(state))
 
     def constructor(caps):
         held = Capabilities(caps)
