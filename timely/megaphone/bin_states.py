@@ -57,6 +57,7 @@ class BinStates:
         for b, bin in self.bins.items():
             self._slot(b, bin)
         self.routers: list = []          # the F operators feeding this state
+        self.rebalanced = False          # its commands come from the cluster's rebalancer
         self.shipped: list[tuple[Any, int, int]] = []    # (time, bins, keys) sent away
         self.received: list[tuple[Any, int, int]] = []   # (time, bins, keys) taken in
         #: its checkpoints (timely.checkpoint.BinLog), or None when they are off

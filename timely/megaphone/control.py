@@ -8,7 +8,10 @@ time can arrive, against the configuration in force just before:
 - ``Move(bin, worker)`` reassigns one bin;
 - ``Bootstrap(server, new_worker)`` asks worker ``server`` to send its routing state
   (the active configuration and every pending one) to ``new_worker``, a worker that
-  joined the running cluster; it leaves the table as it is.
+  joined the running cluster; it leaves the table as it is;
+- ``Release(worker)`` says that no command after it names ``worker``, which is leaving
+  (the rebalancer's promise: once it is compiled, every configuration that could still
+  send a bin to the leaver is known); it leaves the table as it is.
 
 Compilation is deterministic (every worker must get the same table whatever order the
 commands arrived in): the ``Map`` first, then the moves by bin. Two different maps, or
@@ -23,6 +26,8 @@ Compiling costs O(bins) for a ``Map``, O(1) per ``Move``.
 (0, 1, 1, 1)
 >>> decode(("move", 3, 0))
 Move(bin=3, worker=0)
+>>> compile_configuration(table, [Release(1)], workers=2)
+(0, 1, 0, 1)
 """
 from __future__ import annotations
 
@@ -94,19 +99,35 @@ class Bootstrap(tuple):
         return f"Bootstrap(server={self[1]}, new_worker={self[2]})"
 
 
+class Release(tuple):
+    """No command after this one names ``worker``: it is leaving."""
+
+    __slots__ = ()
+
+    def __new__(cls, worker: int) -> "Release":
+        return tuple.__new__(cls, ("release", worker))
+
+    @property
+    def worker(self) -> int:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"Release(worker={self[1]})"
+
+
 _KINDS = {"map": lambda c: Map(c[1]), "move": lambda c: Move(c[1], c[2]),
-          "bootstrap": lambda c: Bootstrap(c[1], c[2])}
+          "bootstrap": lambda c: Bootstrap(c[1], c[2]), "release": lambda c: Release(c[1])}
 
 
 def decode(command: Sequence[Any]) -> tuple:
     """A command from its wire form (a tagged tuple or list); refuses anything else."""
-    if isinstance(command, (Map, Move, Bootstrap)):
+    if isinstance(command, (Map, Move, Bootstrap, Release)):
         return command
     try:
         return _KINDS[command[0]](command)
     except (KeyError, IndexError, TypeError):
-        raise ControlError(f"not a control command: {command!r} (expected Map, Move or "
-                           f"Bootstrap)") from None
+        raise ControlError(f"not a control command: {command!r} (expected Map, Move, "
+                           f"Bootstrap or Release)") from None
 
 
 def compile_configuration(table: Sequence[int], commands: Iterable[Any], workers: int) -> tuple:
@@ -142,3 +163,12 @@ def compile_configuration(table: Sequence[int], commands: Iterable[Any], workers
 def bootstraps(commands: Iterable[Any]) -> list:
     """The Bootstrap commands among ``commands``."""
     return [c for c in map(decode, commands) if type(c) is Bootstrap]
+
+
+def releases(commands: Iterable[Any]) -> list[int]:
+    """The workers the Release commands among ``commands`` name.
+
+    >>> releases([Move(1, 0), Release(3), ("release", 4)])
+    [3, 4]
+    """
+    return [c.worker for c in map(decode, commands) if type(c) is Release]

@@ -14,6 +14,10 @@ capability from it, so the control stream's frontier never passes a time at whic
 worker could still issue a command. The receiver drives on from there (it moves the
 leaving process's bins out), and any process, worker 0's included, can leave.
 
+When a process starts to leave, the driver says so on the control stream first
+(``Release``: no later command names its workers), so that the leaver's F knows every
+configuration that could still send it a bin before it declares itself stateless.
+
 The driving worker watches the cluster: once a process has joined (its workers are part of
 ``worker.routing_peers``) it issues ``Bootstrap(0, w)`` for each new worker ``w``, waits
 for that step to complete (the stateful operator's output frontier, fed back, has
@@ -40,7 +44,7 @@ from typing import Any, Sequence
 from ..dataflow.capability import Capabilities
 from ..dataflow.channels import Direct
 from ..dataflow.stream import Stream
-from .control import Bootstrap, Map, Move
+from .control import Bootstrap, Map, Move, Release
 
 log = logging.getLogger("timely.megaphone")
 STRATEGIES = ("all-at-once", "fluid", "batched")
@@ -121,16 +125,19 @@ class _Driver:
         self.steps: list[list[tuple[int, int]]] = []
         self.last_time: Any = None       # time of the last step issued
         self.issued_steps = 0
+        self.released: set[int] = set()  # leaving workers it promised never to name again
 
     def state(self) -> list:
-        return [self.table, self.workers, self.steps, self.last_time, self.issued_steps]
+        return [self.table, self.workers, self.steps, self.last_time, self.issued_steps,
+                sorted(self.released)]
 
     @classmethod
     def restore(cls, state: list) -> "_Driver":
-        table, workers, steps, last_time, issued = state
+        table, workers, steps, last_time, issued, released = state
         driver = cls(tuple(table), workers)
         driver.steps = [[tuple(m) for m in step] for step in steps]
         driver.last_time, driver.issued_steps = last_time, issued
+        driver.released = set(released)
         return driver
 
 
@@ -173,6 +180,13 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
         driver = box["driver"]
         t = cap.time
         live = worker.routing_workers
+        leaving = [w for w in worker.broadcast_workers if w not in live and w not in driver.released]
+        if leaving:
+            # No command from now on names them (a plan that did is replaced below
+            # before any step of it goes out): their F may count on it (timely.rescaling.leave)
+            out.give_batch(cap, [Release(w) for w in leaving])
+            driver.released.update(leaving)
+            log.info("%s rebalancer: workers %s leave; released at %s", name, leaving, t)
         if live != driver.workers and completed():
             new = [w for w in live if w not in driver.workers]
             gone = [w for w in driver.workers if w not in live]

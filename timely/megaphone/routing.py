@@ -35,7 +35,7 @@ from ..dataflow.stream import Stream
 from ..dataflow.withdrawal import is_withdrawal
 from ..progress.timestamp import identity_summary
 from .bins import RoutingTable, group_by_target
-from .control import ControlError, UnknownWorker, bootstraps, compile_configuration
+from .control import ControlError, UnknownWorker, bootstraps, compile_configuration, releases
 
 #: the fourth field of a message from F to S whose records are withdrawn
 WITHDRAWN = True
@@ -57,7 +57,7 @@ class RouterState:
     """
 
     __slots__ = ("configs", "bootstrapped", "raw", "stash", "stash_caps", "control_caps",
-                 "config_caps", "boot_caps", "unknown_since")
+                 "config_caps", "boot_caps", "unknown_since", "released")
 
     def __init__(self, table: tuple, bootstrapped: bool, minimum: Any = 0) -> None:
         self.configs: list[tuple[Any, tuple]] = [(minimum, tuple(table))]
@@ -69,6 +69,8 @@ class RouterState:
         self.config_caps: dict[Any, Any] = {}   # time -> capability (state output), pending configs
         self.boot_caps: dict[Any, Any] = {}     # time -> capability (bootstrap output)
         self.unknown_since: Optional[float] = None
+        #: leaving workers no later command names (``Release``), once compiled
+        self.released: set[int] = set()
 
     def add_configuration(self, time: Any, table: tuple) -> None:
         self.configs.append((time, table))
@@ -174,6 +176,7 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
                 router.config_caps[t] = cap
             elif cap is not None:
                 cap.drop()
+            router.released.update(releases(commands))
             for b in bootstraps(commands):
                 if b.server == me:
                     state = [(ct, list(tab)) for ct, tab in router.configs]
@@ -207,6 +210,18 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
                 cap.drop()
             configs.pop(0)
 
+    def released_unbootstrapped() -> None:
+        """A joined worker whose routing state never came (it leaves before its Bootstrap):
+        a Release of it, with no Bootstrap of it before, means no bin can come here."""
+        booted = False
+        for t in sorted(router.raw):
+            if control_frontier.less_equal(t):
+                return
+            commands = router.raw[t]
+            booted = booted or any(b.new_worker == me for b in bootstraps(commands))
+            if not booted:
+                router.released.update(releases(commands))
+
     def read_data() -> None:
         ready = router.bootstrapped
         for icap, records in data_in:
@@ -239,6 +254,8 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
                 install_ready()
                 if router.stash:
                     release_stash()
+            elif router.raw:
+                released_unbootstrapped()
             read_data()
             for _ in feedback_in.batches():
                 pass

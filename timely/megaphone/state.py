@@ -128,6 +128,7 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     table = RoutingTable.round_robin(bins, worker.initial_workers)
     states = BinStates(name, worker.index, [] if worker.is_joiner else table.bins_of(worker.index))
     states.dataflow = scope.path[0]
+    states.rebalanced = control is None     # the cluster's rebalancer releases leavers
     handle, feedback = scope.feedback(identity_summary(scope.minimum))
     control_b = _control_stream(streams, control, feedback, bins, name)
     routed = [build_router(s, control_b, feedback, key, k, states, i == 0, name, withdrawals=not eager)

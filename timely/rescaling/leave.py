@@ -89,8 +89,9 @@ def step(worker: Any) -> None:
 
 
 def stateless(worker: Any) -> bool:
-    """A leaving worker holds no bin and no configuration names its process: it needs
-    no more commands of the stateful operators (step 3 ends)."""
+    """A leaving worker holds no bin and no configuration names its process, and the
+    rebalancers have released it (no later command names it): it needs no more commands
+    of the stateful operators (step 3 ends)."""
     hub = worker.allocator.hub
     if hub.membership.leave_applied < hub.workers:
         return False
@@ -99,6 +100,10 @@ def stateless(worker: Any) -> bool:
         if states.bins:
             return False
         for router in states.routers:
+            # a rebalancer's command in flight could still send a bin here: only once
+            # its Release is compiled are all such configurations known
+            if states.rebalanced and not mine <= router.released:
+                return False
             if any(w in mine for _, table in router.configs for w in table):
                 return False
     return True
@@ -141,6 +146,11 @@ def describe_wait(worker: Any) -> str:
     bins = sum(len(s.bins) for s in worker.stateful_states)
     if bins:
         parts.append(f"{bins} bins to move out")
+    mine = set(range(hub.first_index, hub.first_index + hub.workers))
+    unreleased = sorted({s.name for s in worker.stateful_states if s.rebalanced
+                         for r in s.routers if not mine <= r.released})
+    if unreleased:
+        parts.append(f"the release by the rebalancers of {unreleased}")
     if hub.membership.leave_applied < hub.workers:
         parts.append("its other workers")
     return ", ".join(parts) or "its queues to empty"
