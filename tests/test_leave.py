@@ -12,20 +12,18 @@ has exited.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import time
 import uuid
-from collections import Counter
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from clusters import wait_for_line  # noqa: E402
+from clusters import kafka_scale_results, wait_for_line  # noqa: E402
 from test_kafka_connectors import Writer, committed  # noqa: E402
 from timely.connectors.client import create_topics  # noqa: E402
 from timely.launch import LocalCluster  # noqa: E402
@@ -83,18 +81,6 @@ def test_any_process_leaves_on_sigterm_and_the_counts_stay_exact(tmp_path, mode,
         assert "rebalancer: worker 0 leaves; worker 1 drives" in gone.output(), log
         assert "worker 1 drives from" in c.processes[1].output(), log
         assert "bins move out" in c.processes[1].output(), log
-    results = []
-    for name in sorted(os.listdir(tmp_path)):
-        with open(tmp_path / name) as f:
-            results.extend(json.load(f))
-    read = Counter(tuple(r) for res in results for r in res["read"])
-    assert not [k for k, n in read.items() if n > 1], log
-    assert set(read) == set(written), log
-    expected = Counter(v["user"] for v in written.values())
-    final: dict = {}
-    for res in results:
-        for user, total in res["counts"]:
-            final[user] = max(final.get(user, 0), total)
-    assert final == dict(expected), log
+    kafka_scale_results(tmp_path, written, log)
     ends = committed(tansu.bootstrap, group, topic, PARTITIONS)
     assert ends == {p: writer.markers[(p, EPOCHS - 1)] + 1 for p in range(PARTITIONS)}, log

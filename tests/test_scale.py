@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "jobs"))
 
 import scale_job  # noqa: E402
-from clusters import wait_for_line  # noqa: E402
+from clusters import kafka_scale_results, wait_for_line  # noqa: E402
 from timely.launch import LocalCluster  # noqa: E402
 
 JOB = os.path.join(ROOT, "tests", "jobs", "scale_job.py")
@@ -205,23 +205,9 @@ def test_kafka_partitions_follow_a_join_and_a_leave(tmp_path, mode, tansu):
         log = "\n".join(c.interleaved())
         assert codes == [0, 0, 0], log
     assert "has drained" in c.processes[1].output(), log
-    results = []
-    for name in sorted(os.listdir(tmp_path)):
-        with open(tmp_path / name) as f:
-            results.extend(json.load(f))
-    read = Counter(tuple(r) for res in results for r in res["read"])
-    twice = [k for k, n in read.items() if n > 1]
-    assert not twice, f"read twice: {twice[:5]}\n{log}"
-    assert set(read) == set(written), f"missing {sorted(set(written) - set(read))[:5]}\n{log}"
-    by_worker = {res["worker"]: res for res in results}
+    by_worker = kafka_scale_results(tmp_path, written, log)
     assert by_worker[2]["taken"] > 0 and by_worker[2]["read"], log
     assert by_worker[1]["handed_off"] > 0, log
-    expected = Counter(v["user"] for v in written.values())
-    final: dict = {}
-    for res in results:
-        for user, total in res["counts"]:
-            final[user] = max(final.get(user, 0), total)
-    assert final == dict(expected), log
     ends = committed(tansu.bootstrap, group, topic, partitions)
     assert ends == {p: writer.markers[(p, epochs - 1)] + 1 for p in range(partitions)}, log
 
