@@ -24,6 +24,9 @@ Modules:
 - ``checkpoints``: checkpoints and crash recovery (``timely.checkpoint``: BinLog,
   commits, ``restore_point``, ``fold_bin``) as random schedules with crashes, checked at
   every restore, with its own mutants (``CHECKPOINT_MUTANTS``);
+- ``sink``: a Kafka sink partition changing writer at epoch boundaries (the real
+  ``KafkaSinkState`` over an in-memory log, read by the real ``PartitionEpochs``), with
+  crashes, and its mutants (``SINK_MUTANTS``);
 - ``__main__``: ``python -m timely.verify --steps N --seeds K [--join] [--kafka] [--leave]``,
   ``python -m timely.verify --checkpoints --steps N --seeds K [--mutant NAME]``.
 
@@ -40,7 +43,9 @@ from .model import Model, Options
 from .mutations import MUTATIONS, mutated
 from .properties import PROPERTIES, Checker, Violation
 from .scheduler import Report, ScheduleResult, explore, run_schedule
+from .sink import SINK_MUTANTS, explore_sink, run_sink_schedule
 
 __all__ = ["Model", "Options", "MUTATIONS", "mutated", "PROPERTIES", "Checker", "Violation",
            "Report", "ScheduleResult", "explore", "run_schedule", "CheckpointOptions",
-           "CHECKPOINT_MUTANTS", "explore_checkpoints", "run_checkpoint_schedule"]
+           "CHECKPOINT_MUTANTS", "explore_checkpoints", "run_checkpoint_schedule",
+           "SINK_MUTANTS", "explore_sink", "run_sink_schedule"]

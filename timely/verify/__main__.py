@@ -6,6 +6,7 @@
     python -m timely.verify --replay SCHEDULE_SEED [--join] [--kafka] [--leave] [--mutation NAME]
     python -m timely.verify --checkpoints --steps N --seeds K [--mutant NAME] [--late-writes]
     python -m timely.verify --checkpoints --replay SCHEDULE_SEED [--mutant NAME]
+    python -m timely.verify --sink --seeds K [--mutant skip_verify|ship_early]
 
 Each seed spends ``--steps`` transitions over as many schedules as it takes; the
 report gives schedules, transitions, states checked, property evaluations and
@@ -30,6 +31,7 @@ from .checkpoints import (CHECKPOINT_MUTANTS, CheckpointOptions, explore_checkpo
 from .mutations import MUTATIONS, mutated
 from .properties import PROPERTIES
 from .scheduler import Report, explore, run_schedule
+from .sink import SINK_MUTANTS, run_sink_schedule
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,11 +49,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="workers leave mid-run: routing to them stops, they hand their capabilities "
                         "over net-zero where that is safe (else drop them), then are gone "
                         "(with --join: joins after leaves too)")
-    p.add_argument("--mutation", "--mutant", choices=sorted(set(MUTATIONS) | set(CHECKPOINT_MUTANTS)),
+    p.add_argument("--mutation", "--mutant",
+                   choices=sorted(set(MUTATIONS) | set(CHECKPOINT_MUTANTS) | set(SINK_MUTANTS)),
                    help="run a deliberately broken variant (with --checkpoints: one of "
                         f"{', '.join(sorted(CHECKPOINT_MUTANTS))})")
     p.add_argument("--checkpoints", action="store_true",
                    help="explore checkpoints and crash recovery (timely.verify.checkpoints) instead")
+    p.add_argument("--sink", action="store_true",
+                   help="explore a Kafka sink partition changing writer (timely.verify.sink) instead")
     p.add_argument("--late-writes", action="store_true",
                    help="with --checkpoints: a dead life's pending records may land after the next began")
     p.add_argument("--schedule-steps", type=int, default=None,
@@ -126,10 +131,27 @@ def _checkpoints(args: argparse.Namespace) -> int:
     return 1 if report.violations else 0
 
 
+def _sink(args: argparse.Namespace) -> int:
+    if args.mutation and args.mutation not in SINK_MUTANTS:
+        print(f"--mutation {args.mutation} is not a sink mutant: choose from {', '.join(SINK_MUTANTS)}",
+              file=sys.stderr)
+        return 2
+    steps = args.schedule_steps or 300
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    bad = [r for r in (run_sink_schedule(s, steps, args.mutation) for s in seeds) if r.violation]
+    print(f"== sink{', mutant ' + args.mutation if args.mutation else ''}: {args.seeds} schedule(s) of "
+          f"{steps} transitions: {len(bad)} violation(s)")
+    for r in bad[:3]:
+        print(f"seed {r.seed}: {r.violation}\n  last transitions: {r.trace[-12:]}")
+    return 1 if bad else 0
+
+
 def main(argv: Optional[list] = None) -> int:
     args = _parser().parse_args(argv)
     if args.checkpoints:
         return _checkpoints(args)
+    if args.sink:
+        return _sink(args)
     if args.mutation and args.mutation not in MUTATIONS:
         print(f"--mutation {args.mutation} is a checkpoint mutant: add --checkpoints", file=sys.stderr)
         return 2

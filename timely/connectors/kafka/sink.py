@@ -80,7 +80,8 @@ class KafkaSinkState:
     the markers of since it took them on (``verified``)."""
 
     def __init__(self, brokers: Brokers, topic: str, add_config: Optional[dict], fmt: Format,
-                 rows_per_message: int, timeout: float, producer: Any) -> None:
+                 rows_per_message: int, timeout: float, producer: Any,
+                 reader: Optional[Callable[[], Any]] = None) -> None:
         self.brokers = brokers
         self.topic = topic
         self.add_config = add_config
@@ -88,6 +89,8 @@ class KafkaSinkState:
         self.rows = rows_per_message
         self.timeout = timeout
         self.producer = producer
+        #: makes the consumer that reads markers (a Kafka consumer; timely.verify's own)
+        self.reader = reader or self._consumer
         self.verified: set[int] = set()
         self.written = 0
         self.skipped_epochs = 0
@@ -129,16 +132,19 @@ class KafkaSinkState:
         self.producer.purge(in_queue=True, in_flight=False)
         self.producer.flush(timeout)
 
+    def _consumer(self) -> Any:
+        from confluent_kafka import Consumer
+        return Consumer(consumer_config(self.brokers, None, self.add_config))
+
     def verify(self, held: dict[int, list]) -> None:
         """Read the markers of the partitions in ``held`` (``{p: its state}``) this worker
         has not read since it took them on, from the offset their state names, so that
         their state says the last epoch the topic has."""
-        from confluent_kafka import Consumer
         unread = {p: s for p, s in held.items() if p not in self.verified}
         if not unread:
             return
         index = MarkerIndex()
-        reader = Consumer(consumer_config(self.brokers, None, self.add_config))
+        reader = self.reader()
         try:
             index.read(reader, {(self.topic, p): s[1] for p, s in unread.items()})
         finally:
