@@ -1,5 +1,5 @@
 """Metrics and the status page of a real run: the pipeline's dataflow in 2 processes on
-Tansu, then a third joins. /metrics of every process is parsed with prometheus_client's
+Tansu, then a third joins, then one dies. Every metric family is read. /metrics of every process is parsed with prometheus_client's
 own parser and checked against what the run did; the status page is loaded in headless
 Chromium before and after the join."""
 from __future__ import annotations
@@ -65,6 +65,18 @@ def test_metrics_and_the_status_page_follow_a_real_run_and_a_join(tansu, tmp_pat
             assert total(x, "timely_dataflow_frontier", worker=str(p)) >= 3
             assert total(x, "timely_epochs_completed_total", worker=str(p)) >= 3
             assert total(x, "timely_progress_batches_sent_total", mode="p2p") > 0
+            assert total(x, "timely_progress_batches_received_total") > 0
+            # every operator that got records counted their batches and its time scheduled
+            assert total(x, "timely_operator_batches_in_total") > 0 < total(x, "timely_operator_batches_out_total")
+            assert total(x, "timely_operator_scheduled_seconds_total") > 0
+            assert total(x, "timely_kafka_sink_errors_total") == 0
+            assert total(x, "timely_migrations_in_flight") == 0
+            assert total(x, "timely_rollbacks_total") == 0
+        # the sink's input passes the epochs written so far, and their checkpoint commits
+        sink = next(o["id"] for o in graph["operators"] if o["name"] == "KafkaSink")
+        _wait(lambda: all(total(x, "timely_operator_input_frontier", operator=sink) >= 3
+                          and total(x, "timely_checkpoint_label") >= 3 for x in _scrapes(port, 2)),
+              cluster, "the sink's input frontier and the checkpoint label at 3")
 
         with open_page() as page:
             page.goto(f"http://127.0.0.1:{port}/")
@@ -92,11 +104,19 @@ def test_metrics_and_the_status_page_follow_a_real_run_and_a_join(tansu, tmp_pat
         assert sum(total(x, "timely_stateful_bins", operator="PageAggregates") for x in after) == BINS
         assert total(after[2], "timely_stateful_bins", operator="PageAggregates") > 0
         assert sum(total(x, "timely_bins_moved_total") for x in after) > 0
+        # a crash: the survivors count their rollback and how long it took
+        cluster.kill(cluster.processes[1])
+        for p in (0, 2):
+            wait_for_line(cluster.processes[p], r"rebuilt dataflows", timeout=60)
+        crashed = [scrape(f"http://127.0.0.1:{port + p}/metrics") for p in (0, 2)]
+        for x in crashed:
+            assert total(x, "timely_rollbacks_total") == 1
+            assert total(x, "timely_recovery_seconds") > 0
         for e in range(JOINED, EPOCHS):
             writer.epoch(e, clicks(e))
         codes = cluster.wait(120)
         log = cluster.interleaved()
-    assert codes == [0, 0, 0], "\n".join(log)
+    assert codes == [0, -9, 0], "\n".join(log)
     assert all((tmp_path / f).stat().st_size > 10_000 for f in ("before.png", "after.png"))
     got = read_results(tansu.bootstrap, names["results"])
     assert got == expected(EPOCHS), differences(got, expected(EPOCHS))
