@@ -123,10 +123,10 @@ def test_join_leave_join_counts_exactly(tmp_path, mode):
                  extra=["--joiner-feeds", "--joiner-epochs", "5", "--await-joins", "2", "--await-leaves", "1",
                         *mode]) as c:
         c.start(2)
-        time.sleep(1.0)
+        wait_for_line(c.processes[0], r"^worker 0 fed epoch 1$", timeout=30)
         first = c.join(original=2, bootstrap=0)
         wait_for_line(first, r"finished joining", timeout=30)
-        time.sleep(0.8)
+        wait_for_line(first, r"^worker 2 fed epoch \d+$", timeout=30)   # it took part before it leaves
         c.kill(first, signal.SIGTERM)
         assert first.wait(40) == 0, "\n".join(c.interleaved())
         c.join(original=2, bootstrap=0)
