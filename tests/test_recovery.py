@@ -199,10 +199,12 @@ def test_survivors_of_a_sigkill_roll_back_and_finish_exactly(tansu, paced, mode,
     """Three processes; once epoch 1's results are out, one is SIGKILLed (the lowest, the
     coordinator of the rollback, or another); the two others roll back to their last
     checkpoint, take its bins and partitions, and finish every epoch: each result exact,
-    running totals included, and no epoch written twice."""
+    running totals included, and no epoch written twice. The Kafka checkpoint store is
+    compacted (every key written counts: --checkpoint-compact-keys 1) and still restores."""
     import signal
     extra = ["--brokers", tansu.bootstrap, "--clicks", paced["clicks"], "--results", paced["results"],
-             "--group", paced["group"], "--epochs", "10", "--bins", "16", "--timeout", "20", *mode]
+             "--group", paced["group"], "--epochs", "10", "--bins", "16", "--timeout", "20",
+             "--checkpoint-compact-keys", "1", *mode]
     with LocalCluster([DATAFLOW], slots=3, extra=extra) as cluster:
         cluster.start(3)
         wait_for_epochs(tansu.bootstrap, paced["results"], 2, cluster)
@@ -214,6 +216,8 @@ def test_survivors_of_a_sigkill_roll_back_and_finish_exactly(tansu, paced, mode,
     assert codes[victim] == -signal.SIGKILL
     assert [c for i, c in enumerate(codes) if i != victim] == [0, 0], "\n".join(log)
     assert any("rollback 1" in line for line in log), "\n".join(log)
+    compacted = [int(m.group(1)) for line in log for m in [re.search(r"compacted checkpoints of .*: (\d+) records deleted", line)] if m]
+    assert compacted and max(compacted) > 0, "\n".join(log)
     got = read_results(tansu.bootstrap, paced["results"])
     assert got == expected(10), differences(got, expected(10)) + "\n" + "\n".join(log)
 

@@ -81,6 +81,9 @@ class Config:
     checkpoint: str = "auto"
     checkpoint_interval: int = 1          # a checkpoint at every multiple of N epochs
     checkpoint_name: Optional[str] = None  # the store's namespace (default: source group + dataflow)
+    # compact a store once this many keys were written since (and GROWTH times the keys
+    # held); 0: timely.checkpoint.compaction.MIN_KEYS (50,000)
+    checkpoint_compact_keys: int = 0
     # process p serves Prometheus metrics and the status page on port metrics_port + p
     # (timely.metrics); 0: off
     metrics_port: int = 0
@@ -125,6 +128,9 @@ class Config:
         if type(self.checkpoint_interval) is not int or self.checkpoint_interval < 1:
             raise ConfigError(f"checkpoint_interval must be a whole number of epochs >= 1, "
                               f"got {self.checkpoint_interval!r}")
+        if type(self.checkpoint_compact_keys) is not int or self.checkpoint_compact_keys < 0:
+            raise ConfigError(f"checkpoint_compact_keys must be a whole number of keys (0: the default), "
+                              f"got {self.checkpoint_compact_keys!r}")
         if self.timeout <= 0:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
         if self.connect_timeout < 0:
@@ -226,6 +232,7 @@ class Config:
         parser.add_argument("--checkpoint")
         parser.add_argument("--checkpoint-interval", dest="checkpoint_interval", type=int)
         parser.add_argument("--checkpoint-name", dest="checkpoint_name")
+        parser.add_argument("--checkpoint-compact-keys", dest="checkpoint_compact_keys", type=int)
         parser.add_argument("--metrics-port", dest="metrics_port", type=int)
         parser.add_argument("--gc-full-after", dest="gc_full_after", type=int)
         try:
@@ -251,6 +258,7 @@ class Config:
                                 ("checkpoint", "TIMELY_CHECKPOINT", str),
                                 ("worker_mode", "TIMELY_WORKER_MODE", str),
                                 ("checkpoint_interval", "TIMELY_CHECKPOINT_INTERVAL", int),
+                                ("checkpoint_compact_keys", "TIMELY_CHECKPOINT_COMPACT_KEYS", int),
                                 ("metrics_port", "TIMELY_METRICS_PORT", int),
                                 ("gc_full_after", "TIMELY_GC_FULL_AFTER", int),
                                 ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):

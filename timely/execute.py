@@ -57,7 +57,7 @@ def _execute(config: Config, build: Callable[[Worker], Any],
     if workers_as_processes(config):
         return execute_forked(config, build)
     hub = ProcessHub(config.workers)
-    hub.checkpoints = Registry(hub.agree)
+    hub.checkpoints = Registry(hub.agree, compact_keys=config.checkpoint_compact_keys or None)
     if config.progress_mode == "kafka":
         everyone = list(range(config.workers))
         hub.kafka = KafkaProgress(config, hub, everyone, everyone, joining=False,

@@ -55,9 +55,10 @@ class Registry:
     """One process's stores and decisions (see the module docstring)."""
 
     def __init__(self, agree: Callable[[str, Callable[[], Any]], Any],
-                 lead: Callable[[], bool] = lambda: True) -> None:
+                 lead: Callable[[], bool] = lambda: True, compact_keys: Optional[int] = None) -> None:
         self._agree = agree
         self._lead = lead                   # this process compacts the stores (the lowest member)
+        self._compact_keys = compact_keys   # Config.checkpoint_compact_keys (None: the default)
         self._lock = threading.Lock()
         self.stores: dict[str, Store] = {}
         self.compactors: dict[str, Compactor] = {}
@@ -70,7 +71,8 @@ class Registry:
             found = self.stores.get(namespace)
             if found is None:
                 found = self.stores[namespace] = open_store(mode, namespace, brokers, options)
-                self.compactors[namespace] = Compactor(found, self._lead, lambda: self._current(namespace))
+                self.compactors[namespace] = Compactor(found, self._lead, lambda: self._current(namespace),
+                                                         min_keys=self._compact_keys)
             return found
 
     def _current(self, namespace: str) -> Optional[str]:

@@ -70,7 +70,8 @@ def execute_cluster(config: Any, build: Callable[[Any], Any], listener: Optional
     joining = config.join is not None
     processes = config.process + 1 if joining else config.processes
     hub = ClusterHub(config, secret, processes, config.processes, joining)
-    hub.checkpoints = Registry(hub.agree, lambda: hub.membership.coordinator() == hub.process)
+    hub.checkpoints = Registry(hub.agree, lambda: hub.membership.coordinator() == hub.process,
+                               config.checkpoint_compact_keys or None)
     hub.complete = complete
     workers: list = []              # the metrics server reads them once they exist
     metrics = serve_metrics(config, config.process, workers, hub)
