@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -38,7 +37,9 @@ def run_cluster(tmp_path, mode, joins=1, migration="batched", rebalance="auto", 
             "--output", str(tmp_path / "out-{process}.json"), *mode]
     with LocalCluster(WORDCOUNT, slots=2 + joins, workers=2, extra=args) as cluster:
         cluster.start(2)
-        time.sleep(1.0)     # epochs stay open 0.15 s each: the join lands inside one
+        # once the cluster runs, its 40 epochs stay open 0.15 s each: the join lands inside
+        # one (the tests then see the Bootstrap and the bins move, which only a running job does)
+        wait_for_line(cluster.processes[0], r"running, in a cluster", timeout=30)
         for j in range(joins):
             if j:           # the next join once the previous joiner has its routing state
                 wait_for_line(cluster.processes[-1], r"received the routing state", timeout=30)
