@@ -263,9 +263,14 @@ def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union
         route = lambda r: (stable_hash64(key(r)) % count, key(r), r)  # noqa: E731
     else:
         cycle = itertools.count(worker.index)
+        seen = {"moves": None, "mine": []}
 
         def route(r):
-            mine = [b for b in holder["states"].bins if b < count]
+            states = holder["states"]
+            moves = (len(states.shipped), len(states.received))    # bins came or went
+            if moves != seen["moves"]:
+                seen["moves"], seen["mine"] = moves, [b for b in states.bins if b < count]
+            mine = seen["mine"]
             return (mine[next(cycle) % len(mine)] if mine else next(cycle) % count, None, r)
 
     def make_apply(states, out, schedule):
