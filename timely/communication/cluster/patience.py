@@ -4,7 +4,8 @@ A process that starts (or is restarted by a supervisor) while its peers are not 
 waits for them; exiting after a time-out only to be restarted into the same wait is a
 crash loop. So a ``PeerWait``:
 
-- backs off between attempts (50 ms, growing to 1 s);
+- backs off between attempts (50 ms, growing to 0.5 s: a peer that comes is met within
+  half a second, one that does not costs two attempts a second);
 - says every ``Config.timeout`` seconds whom it waits for, and for how long;
 - gives up only after ``Config.connect_timeout`` seconds, if set (``--connect-timeout``),
   with a ``ClusterError`` naming the processes that did not come;
@@ -66,9 +67,9 @@ class PeerWait:
                         " until they come: --connect-timeout S bounds it")
 
     def pause(self) -> None:
-        """Sleep before the next attempt, a little longer each time (up to 1 s)."""
+        """Sleep before the next attempt, a little longer each time (up to 0.5 s)."""
         time.sleep(self._pause)
-        self._pause = min(1.0, self._pause * 1.5)
+        self._pause = min(0.5, self._pause * 1.25)
 
     def _ask_complete(self) -> Optional[str]:
         try:
