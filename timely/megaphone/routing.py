@@ -134,7 +134,9 @@ def build_router(stream: Stream, control: Stream, feedback: Stream, key: Optiona
                 router.configs = [(t, tuple(table)) for t, table in configs]
                 router.bootstrapped = True
                 for t in [t for t in router.raw if t <= t_boot]:
-                    del router.raw[t]        # already part of the configurations received
+                    # already part of the configurations received; a Release among them
+                    # still counts (the configurations name every bin that could come)
+                    router.released.update(releases(router.raw.pop(t)))
                 for t in router.raw:
                     router.control_caps[t] = icap.delayed_for_output(t, 1)
                 log.info("%s: worker %d received the routing state (%d configurations up to %s)",
