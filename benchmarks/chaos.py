@@ -101,6 +101,7 @@ class Supervised:
         self.exits: list[tuple[float, int, int]] = []      # (time, process, code)
         self.stopping = False
         self.crash_loop: Optional[int] = None
+        self.retired: list = []                  # processes that were started again
         self.threads = [threading.Thread(target=self._watch, args=(i,), daemon=True) for i in range(PROCESSES)]
         for t in self.threads:
             t.start()
@@ -133,6 +134,7 @@ class Supervised:
             with self.lock:
                 if self.stopping:
                     return
+                self.retired.append(proc)           # its lines stay in the run's log
                 self.cluster.restart(index, PROCESSES)
 
     def all_done(self) -> bool:
@@ -226,7 +228,9 @@ def run_one(seed: int, mode: str, brokers: str, epochs: int = 20, pace: float = 
             end = max(t for t, _, _ in sup.exits) if ended else None
         finally:
             sup.stop()
-        log = cluster.interleaved()
+        rows = [(t, f"[{t:7.3f}s {p.label}] {line}") for p in cluster.processes + sup.retired
+                for t, line in list(p.lines)]
+        log = [text for _, text in sorted(rows)]
     try:
         got = read_results(brokers, results_topic)
         want = expected(epochs)

@@ -32,6 +32,7 @@ import argparse
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -256,7 +257,13 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         report.seconds["spark write"] = time.monotonic() - t
         say(f"spark: wrote {report.clean:,} clicks to {clicks} in {epochs} epochs, "
             f"{report.seconds['spark write']:.1f} s ({report.clean / report.seconds['spark write']:,.0f} clicks/s)")
-        report.codes = cluster.wait(120 + epochs * 5)
+        try:
+            report.codes = cluster.wait(120 + epochs * 5)
+        except subprocess.TimeoutExpired:
+            # a stuck job: say so and show its log (the processes are stopped by PID)
+            report.codes = [p.popen.poll() if p.popen.poll() is not None else "stuck"
+                            for p in cluster.processes]
+            say(f"cluster: the job is stuck: exit codes {report.codes}; its log follows")
         report.seconds["processes exited"] = time.monotonic() - t
         report.cluster_log = cluster.interleaved()
     deadline = time.monotonic() + 30
