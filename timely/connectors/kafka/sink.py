@@ -161,6 +161,12 @@ class KafkaSinkState:
         """Partitions not in ``kept`` went to other workers: read them again if they come back."""
         self.verified &= set(kept)
 
+    def hold(self, held: dict[int, list]) -> None:
+        """This worker writes the partitions of ``held`` now: forget the others, and read
+        the markers of those it has just taken on (``verify``)."""
+        self.forget(held)
+        self.verify(held)
+
     def write(self, epoch: int, by_partition: dict, held: dict[int, list]) -> list[int]:
         """Write ``epoch``'s records (``{p: [(key, value)]}``) to the partitions of
         ``held`` that have not had it, then their markers; returns those partitions."""
@@ -283,8 +289,7 @@ def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union
                 if b < count:
                     s = bins[b].state
                     found[b] = s[b] = list(s.get(b, (None, 0)))   # (a moved bin's came as a tuple)
-            state.forget(found)
-            state.verify(found)
+            state.hold(found)
             return found
 
         def apply(t, cap, entries, _bins_due, _combined):
