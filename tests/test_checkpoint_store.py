@@ -533,3 +533,45 @@ def test_kafka_reads_of_heads_fetch_only_what_was_appended_since(tansu):
     finally:
         store.close()
         other.close()
+
+
+def test_a_joiner_of_a_life_whose_parent_was_compacted_away_starts_from_its_latest_checkpoint(tmp_path):
+    """A replacement joins after a rollback, once the new life completed a checkpoint and
+    compaction forgot the life it restored from (seen in ``run.py --leaver 2``): the
+    agreed decision still names the forgotten restore point. A joiner restores no bin, so
+    it starts from the life's latest complete checkpoint; a member that restores bins
+    cannot, and says which incarnation it cannot read."""
+    from timely.checkpoint.compaction import compact
+    from timely.checkpoint.registry import Registry
+    namespace = "job.Dataflow0"
+    positions = {("clicks", 0): 40}
+
+    def commit(inc: str, label: int) -> Commit:
+        return Commit(inc, label, 0, positions, {"clicks": 1}, {OP: 4})
+
+    store = DirStore(str(tmp_path), namespace)
+    first = Registry(lambda key, make: make())
+    first.stores[namespace] = store
+    life1 = first.decide(namespace, [0])
+    writer = store.writer(0, life1.inc.id)
+    writer.write(commit(life1.inc.id, 6))
+    writer.flush(5)
+    (wire,) = first.redecide([0]).values()          # a rollback: life 2 restores life 1 at 6
+    life2 = wire[0][0]
+    assert wire[1] == (life1.inc.id, 6)
+    writer = store.writer(0, life2)
+    writer.write(commit(life2, 8))
+    writer.flush(5)
+    assert compact(store, life2) > 0
+    assert [i.id for i in store.read().incarnations] == [life2]
+
+    joiner = Registry(lambda key, make: wire)
+    joiner.stores[namespace] = DirStore(str(tmp_path), namespace)
+    decision = joiner.decide(namespace, [0, 1], lambda op, b: False, joiner=True)
+    assert (decision.inc.id, decision.restore.inc.id, decision.restore.label) == (life2, life2, 8)
+    assert decision.restore.positions() == positions
+
+    member = Registry(lambda key, make: wire)
+    member.stores[namespace] = DirStore(str(tmp_path), namespace)
+    with pytest.raises(CheckpointError, match=f"names incarnation {life1.inc.id}, which this process cannot read"):
+        member.decide(namespace, [0, 1])

@@ -122,7 +122,8 @@ class DataflowCheckpoint:
         registry = worker.checkpoints
         store = registry.store(mode, self.namespace, brokers)
         started = time.perf_counter()
-        decision = registry.decide(self.namespace, list(worker.routing_workers), self._local_bins())
+        decision = registry.decide(self.namespace, list(worker.routing_workers), self._local_bins(),
+                                   joiner=worker.is_joiner)
         decided = time.perf_counter()
         self.inc = decision.inc.id
         self.restored = decision.restore

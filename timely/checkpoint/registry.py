@@ -98,10 +98,11 @@ class Registry:
         return Decision(inc, rp).to_wire()
 
     def decide(self, namespace: str, members: list[int],
-               want: Optional[Callable[[str, int], bool]] = None) -> Decision:
+               want: Optional[Callable[[str, int], bool]] = None, joiner: bool = False) -> Decision:
         """The incarnation this life of ``namespace`` writes under, agreed by the cluster
         (or the one a rollback installed); reading its restore point also reads the
-        entries ``want(op, bin)`` accepts (this process's bins), once."""
+        entries ``want(op, bin)`` accepts (this process's bins), once. A ``joiner``
+        restores no bin: it may start from this life's latest complete checkpoint."""
         with self._lock:
             found = self.decisions.get(namespace)
             if found is not None:
@@ -110,7 +111,7 @@ class Registry:
             wire = self._installed.pop(namespace, None)
             if wire is None:
                 wire = self._agree(self.key(namespace), lambda: self._start_life(store, members))
-            decision = self._from_wire(namespace, store, wire, want)
+            decision = self._from_wire(namespace, store, wire, want, joiner)
             self.decisions[namespace] = decision
             return decision
 
@@ -130,7 +131,7 @@ class Registry:
         return {self.key(ns): wire for ns, wire in decisions.items()}
 
     def _from_wire(self, namespace: str, store: Store, wire: tuple,
-                   want: Optional[Callable[[str, int], bool]]) -> Decision:
+                   want: Optional[Callable[[str, int], bool]], joiner: bool = False) -> Decision:
         """The decision ``wire`` names, and (if it restores) the entries of its restore
         point that ``want`` accepts, in one read of the store."""
         (iid, seq, parent, start, members), restore = wire
@@ -145,6 +146,12 @@ class Registry:
                 found.setdefault((e.op, e.bin), []).append(e)
         self._entries[namespace] = found
         by_id = {i.id: i for i in contents.incarnations}
+        if rid not in by_id and joiner:
+            # Once this life completed a checkpoint, compaction forgot the one it started
+            # from; a joiner restores no bin, so this life's latest checkpoint serves it.
+            rp = restore_point(contents.incarnations, contents.commits)
+            if rp is not None and rp.inc.id == iid:
+                return Decision(inc, rp)
         if rid not in by_id:
             raise CheckpointError(f"the restore point names incarnation {rid}, which this process "
                                   f"cannot read from the store {store.namespace!r}")
