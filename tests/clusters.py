@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 
 
@@ -11,6 +12,17 @@ def wait_for_line(proc, pattern, timeout=20.0):
     exits or the time runs out first."""
     if not proc.wait_for(pattern, timeout):
         raise AssertionError(f"{proc.label} never printed /{pattern}/:\n{proc.output()}")
+
+
+def wait_until(cond, timeout=90.0):
+    """Poll ``cond`` until it holds. The timeout only bounds a failure: under load an
+    admin round trip to Tansu (a snapshot index, a topic creation) has taken seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def kafka_scale_results(directory, written: dict, log: str) -> dict:

@@ -148,5 +148,10 @@ def test_shutdown_says_goodbye_on_a_connection_the_acceptor_has_not_started_yet(
     conn = Connection(hub, 1, a, joining=False)
     conn.started = _StartedByTheAcceptor(conn)
     hub.connections[1] = conn               # published; the acceptor starts it next
-    hub.shutdown()                          # (joined its threads before they started: RuntimeError)
+    # (it joined the connection's threads before they started: RuntimeError)
+    closing = threading.Thread(target=hub.shutdown)
+    closing.start()
     assert read_frame(b, 30)[5] == ("bye",)  # the goodbye went out
+    b.sendall(encode_frame(CONTROL, -1, 0, 0, 0, ("bye",)))     # the peer's, as a peer answers
+    closing.join(30)
+    assert not closing.is_alive(), "shutdown did not return once the peer said goodbye"

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wcc  # noqa: E402
 import wordcount  # noqa: E402
+from clusters import wait_until  # noqa: E402
 from kafka_broker import TansuBroker  # noqa: E402
 
 import timely  # noqa: E402
@@ -51,17 +52,6 @@ def collect(sub_records):
     def deliver(worker, channel, seq, updates):
         sub_records.append((worker, channel, seq, tuple(updates)))
     return deliver
-
-
-def wait_until(cond, timeout=90.0):
-    """Poll ``cond`` until it holds. The timeout only bounds a failure: under load an
-    admin round trip to Tansu (a snapshot index, a topic creation) has taken seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_log_and_subscriber_deliver_every_batch_in_order(tansu, prefix):
@@ -334,9 +324,18 @@ def test_paused_broker_stalls_progress_then_resumes_without_loss(tansu, prefix):
     assert wait_until(lambda: len(completed) >= 20), result
     tansu.pause()
     try:
-        time.sleep(0.3)                 # what was in flight when it stopped
+        # what was in flight when it stopped may still complete: wait until nothing has
+        # for a second, then nothing more may while the broker stays paused
+        seen = {"n": len(completed), "at": time.monotonic()}
+
+        def quiet() -> bool:
+            if len(completed) != seen["n"]:
+                seen.update(n=len(completed), at=time.monotonic())
+            return time.monotonic() - seen["at"] >= 1.0
+        assert wait_until(quiet, 30), "epochs kept completing with the broker paused"
         stalled_at = len(completed)
-        time.sleep(2.0)
+        assert stalled_at < epochs and not done.is_set()
+        time.sleep(1.0)
         assert len(completed) == stalled_at, "epochs completed while the broker was paused"
         assert not done.is_set()
     finally:

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "jobs"))
 
 import scale_job  # noqa: E402
-from clusters import kafka_scale_results, wait_for_line  # noqa: E402
+from clusters import kafka_scale_results, wait_for_line, wait_until  # noqa: E402
 from timely.launch import LocalCluster  # noqa: E402
 
 JOB = os.path.join(ROOT, "tests", "jobs", "scale_job.py")
@@ -179,15 +179,14 @@ def test_kafka_partitions_follow_a_join_and_a_leave(tmp_path, mode, tansu):
     written = {(e, p, i): {"user": (e + p + i) % 7, "e": e, "p": p, "i": i}
                for e in range(epochs) for p in range(partitions) for i in range(3 + (e + p) % 3)}
     writer = Writer(tansu.bootstrap, topic)
-    go_on = threading.Event()
-    go_on.set()
+    done: list[int] = []
 
     def write():
         for e in range(epochs):
-            go_on.wait(60)
             writer.epoch(e, {p: [v for k, v in written.items() if k[0] == e and k[1] == p]
                              for p in range(partitions)})
-            time.sleep(0.25)
+            done.append(e)
+            time.sleep(0.25)            # the input's pace: epochs arrive while the cluster changes
     thread = threading.Thread(target=write, daemon=True)
     args = ["--brokers", tansu.bootstrap, "--topic", topic, "--group", group,
             "--end-epoch", str(epochs), "--timeout", "10",
@@ -198,8 +197,11 @@ def test_kafka_partitions_follow_a_join_and_a_leave(tmp_path, mode, tansu):
         joiner = c.join(original=2, bootstrap=0)
         wait_for_line(joiner, r"finished joining", timeout=30)
         wait_for_line(c.processes[0], r"hands .* to worker 2", timeout=30)
-        time.sleep(1.5)
+        handed = len(done)
+        # the joiner reads a few epochs of its partitions before process 1 leaves
+        assert wait_until(lambda: len(done) >= handed + 4), "the writer stopped"
         c.kill(c.processes[1], signal.SIGTERM)
+        assert len(done) < epochs, "the leave landed after the last epoch was written"
         codes = c.wait(120)
         thread.join(60)
         log = "\n".join(c.interleaved())
