@@ -69,16 +69,20 @@ def _for(kind: str, options: Optional[dict]) -> dict:
     return {k: v for k, v in (options or {}).items() if not k.startswith(skip)}
 
 
-def base_config(bootstrap: str, kind: str, options: Optional[dict]) -> dict:
-    return {"bootstrap.servers": bootstrap, "logger": rdlog, "log.connection.close": False,
+def base_config(bootstrap: str, kind: str, options: Optional[dict],
+                error_cb: Optional[Any] = None) -> dict:
+    """Settings every client shares: the address, and its lines and errors sent to the
+    address's ``broker.health`` (with ``error_cb``, the client's own, after it)."""
+    from .health import hooks
+    return {"bootstrap.servers": bootstrap, **hooks(bootstrap, rdlog, error_cb), "log.connection.close": False,
             **_for(kind, options)}
 
 
-def producer_config(bootstrap: str, options: Optional[dict]) -> dict:
+def producer_config(bootstrap: str, options: Optional[dict], error_cb: Optional[Any] = None) -> dict:
     return {"linger.ms": 0, "acks": "all", "enable.idempotence": False,
             "max.in.flight.requests.per.connection": 1, "message.timeout.ms": 600_000,
             "request.timeout.ms": 5000, "queue.buffering.max.messages": 1_000_000,
-            **base_config(bootstrap, "producer", options)}
+            **base_config(bootstrap, "producer", options, error_cb)}
 
 
 def consumer_config(bootstrap: str, group: str, options: Optional[dict]) -> dict:
@@ -92,9 +96,10 @@ def connect_admin(bootstrap: str, options: Optional[dict] = None, timeout: float
     """An AdminClient that has reached the broker, or ``BrokerError`` naming the address."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
+    from .health import retrying
     admin = AdminClient(base_config(bootstrap, "admin", options))
     try:
-        admin.list_topics(timeout=timeout)
+        retrying(bootstrap, lambda: admin.list_topics(timeout=timeout))    # up to --broker-timeout
     except KafkaException as e:
         raise BrokerError(f"Kafka broker at {bootstrap} is unreachable: {describe(e)}") from None
     return admin

@@ -160,8 +160,8 @@ class ProgressLog:
         self.snapshots_written = 0
         self.error: Optional[BaseException] = None
         self._lock = threading.Lock()
-        self.producer = Producer({**producer_config(bootstrap, self.options),
-                                  "on_delivery": self._delivered_cb, "error_cb": self._client_error})
+        self.producer = Producer({**producer_config(bootstrap, self.options, self._client_error),
+                                  "on_delivery": self._delivered_cb})
         # The metadata of the topics we write first, now: librdkafka holds a record for a
         # topic it knows nothing about until its next metadata refresh (see _create_next).
         for topic in [*self._topic.values(), self.topics.snapshots]:

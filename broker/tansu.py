@@ -34,18 +34,24 @@ class TansuBroker:
     def __init__(self) -> None:
         self.binary = tansu_binary()
         self.port = 0
+        self.advertise: str | None = None
         self.proc: subprocess.Popen | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, port: int | None = None) -> "TansuBroker":
+    def start(self, port: int | None = None, advertise: str | None = None) -> "TansuBroker":
+        """Start on ``port`` (default: a free one), telling clients to connect to
+        ``advertise`` ("host:port", e.g. a ``broker.proxy.TcpProxy`` in front of it)
+        instead of its own address."""
+        self.advertise = advertise
         for attempt in range(5):
             self.port = port or free_port()
             url = f"tcp://127.0.0.1:{self.port}"
             self.proc = subprocess.Popen(
-                [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                [self.binary, "broker", "--listener-url", url,
+                 "--advertised-listener-url", f"tcp://{advertise}" if advertise else url,
                  "--storage-engine", "memory://tansu/"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 10
@@ -70,9 +76,9 @@ class TansuBroker:
 
     def restart_empty(self) -> None:
         """Stop the broker and start a new, empty one on the same port."""
-        port = self.port
+        port, advertise = self.port, self.advertise
         self.stop()
-        self.start(port)
+        self.start(port, advertise)
 
     def __enter__(self) -> "TansuBroker":
         return self.start() if self.proc is None else self

@@ -148,6 +148,8 @@ def test_snapshots_are_written_when_a_segment_is_acknowledged_after_later_ones(t
 
 
 def test_unreachable_broker_is_named(prefix):
+    from broker import health
+    health.configure(1.0)           # waited for up to --broker-timeout, then named
     with pytest.raises(BrokerError, match=r"127\.0\.0\.1:1 is unreachable"):
         ProgressLog("127.0.0.1:1", prefix, [0])
 

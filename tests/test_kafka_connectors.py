@@ -512,7 +512,7 @@ def test_unreachable_broker_is_named_when_building():
         raised[worker.index] = None
 
     with pytest.raises(BrokerUnreachable, match=address):
-        timely.execute(2, build)
+        timely.execute(timely.Config(workers=2, broker_timeout=1.0), build)
     assert sorted(raised) == [0, 1]
     for index, exc in raised.items():
         assert isinstance(exc, BrokerUnreachable) and address in str(exc), (index, exc)

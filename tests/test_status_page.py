@@ -126,6 +126,7 @@ class FakeCluster:
         self.hidden_operators: set[str] = set()
         self.body: dict | None = None      # when set, served as is instead
         self.stalls: dict[int, list] = {}   # process -> its /status.json "stalls"
+        self.brokers: dict[int, list] = {}  # process -> its /status.json "kafka"."brokers"
 
         cluster = self
 
@@ -159,9 +160,14 @@ class FakeCluster:
         return {"generated": time.time(), "processes": [
             {"process": p, "url": f"http://127.0.0.1:{9100 + p}", "up": own is not None,
              "error": None if own is not None else "connection refused",
-             "status": ({**process_status(p, own, members, elapsed, self.hidden_operators),
-                         "stalls": self.stalls.get(p, [])} if own is not None else None)}
+             "status": (self._status(p, own, members, elapsed) if own is not None else None)}
             for p, own in sorted(self.processes.items())]}
+
+    def _status(self, p: int, own: list[int], members: list[int], elapsed: float) -> dict:
+        status = {**process_status(p, own, members, elapsed, self.hidden_operators),
+                  "stalls": self.stalls.get(p, [])}
+        status["kafka"] = {**status["kafka"], "brokers": self.brokers.get(p, [])}
+        return status
 
     def close(self) -> None:
         self.server.shutdown()
@@ -311,6 +317,17 @@ def test_stall_banner_says_what_holds_a_stuck_dataflow(page, cluster):
     assert "Input (node 1, output 0) at 7" in text, text
     cluster.stalls = {}
     page.wait_for_selector("#stall", state="hidden")
+
+
+def test_broker_banner_says_which_broker_is_lost_for_how_long_and_who_waits(page, cluster):
+    assert page.is_hidden("#broker")
+    lost = {"address": "127.0.0.1:9092", "up": False, "errors": 120, "outages": 1, "down_seconds": 8.4}
+    cluster.brokers = {0: [{**lost, "down_seconds": 7.9}], 1: [lost]}
+    page.wait_for_selector("#broker", state="visible")
+    text = page.inner_text("#broker")
+    assert "127.0.0.1:9092 has not answered for 8 s" in text and "processes 0, 1" in text, text
+    cluster.brokers = {0: [{**lost, "up": True, "down_seconds": None}]}
+    page.wait_for_selector("#broker", state="hidden")
 
 
 def test_screenshot_is_a_png(page, tmp_path):

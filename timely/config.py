@@ -68,6 +68,9 @@ class Config:
     # a dataflow whose frontier has not moved for this many seconds is logged with what
     # holds it, and shown on the status page (timely.stall); 0: never
     stall_warn: float = 30.0
+    # seconds a Kafka broker may stay unreachable (sources, sinks, commits, checkpoints,
+    # the progress log wait for it meanwhile) before the process stops (broker.health)
+    broker_timeout: float = 300.0
     join: Optional[int] = None            # joining a running cluster: the bootstrap worker
     nn: Optional[int] = None              # joining: the number of processes once joined
     secret_file: Optional[str] = None     # the cluster secret (or TIMELY_CLUSTER_SECRET)
@@ -139,6 +142,8 @@ class Config:
         if self.stall_warn < 0:
             raise ConfigError(f"stall_warn must be 0 (off) or a positive number of seconds, "
                               f"got {self.stall_warn}")
+        if not self.broker_timeout > 0:
+            raise ConfigError(f"broker_timeout must be a positive number of seconds, got {self.broker_timeout}")
         if type(self.metrics_port) is not int or not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics_port must be a TCP port (1-65535), or 0 for no metrics, "
                               f"got {self.metrics_port!r}")
@@ -222,6 +227,7 @@ class Config:
         parser.add_argument("--timeout", type=float)
         parser.add_argument("--connect-timeout", dest="connect_timeout", type=float)
         parser.add_argument("--stall-warn", dest="stall_warn", type=float)
+        parser.add_argument("--broker-timeout", dest="broker_timeout", type=float)
         parser.add_argument("-j", "--join", type=int)
         parser.add_argument("--nn", type=int)
         parser.add_argument("--secret-file", dest="secret_file")
@@ -253,6 +259,7 @@ class Config:
                                 ("timeout", "TIMELY_TIMEOUT", float),
                                 ("connect_timeout", "TIMELY_CONNECT_TIMEOUT", float),
                                 ("stall_warn", "TIMELY_STALL_WARN", float),
+                                ("broker_timeout", "TIMELY_BROKER_TIMEOUT", float),
                                 ("rebalance", "TIMELY_REBALANCE", str),
                                 ("migration", "TIMELY_MIGRATION", str),
                                 ("checkpoint", "TIMELY_CHECKPOINT", str),

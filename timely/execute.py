@@ -19,6 +19,8 @@ import threading
 import uuid
 from typing import Any, Callable, Optional, Sequence
 
+from broker import health as broker_health
+
 from .communication.cluster import execute_cluster, execute_forked, workers_as_processes
 from .communication.cluster.start import serve_metrics
 from .communication.kafka import KafkaProgress, progress_prefix
@@ -42,6 +44,7 @@ def execute(config: Any, build: Callable[[Worker], Any],
     ``execute`` says so and returns ``[]`` without running anything, so a process a
     supervisor restarts after its job ended exits with status 0 at once."""
     config = Config.coerce(config)
+    broker_health.configure(config.broker_timeout)
     with full_collections_after(config.gc_full_after):
         return _execute(config, build, complete)
 

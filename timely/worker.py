@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from broker import health as broker_health
+
 from .checkpoint.context import DataflowCheckpoint
 from .communication.errors import ClusterError
 from .config import Config
@@ -440,6 +442,10 @@ class Worker:
         stall = self.stall
         if stall is not None and time.monotonic() >= stall.due:
             stall.check()
+        if broker_health._down:
+            unreachable = broker_health.failure()      # down for longer than --broker-timeout
+            if unreachable is not None:
+                raise unreachable
         every = self._state_log_every
         if every and self.steps % every == 0:
             self.log.info("worker %d step %d: progress state %s", self.index, self.steps,

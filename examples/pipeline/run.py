@@ -136,6 +136,9 @@ class Report:
     sigterm_at: Optional[float] = None       # wall-clock time of the SIGTERM
     left_at: Optional[float] = None          # ... and of the leaver's exit
     leave_code: Optional[int] = None
+    cut_at: Optional[float] = None           # monotonic time the network to the broker was cut
+    restored_at: Optional[float] = None      # ... and came back
+    cut_after: Optional[int] = None          # the epoch after whose write it was cut
 
     @property
     def latencies_ms(self) -> dict[int, float]:
@@ -180,7 +183,8 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
                  migration: str = "all-at-once", kill_after: Optional[int] = -1,
                  leave_after: Optional[int] = -1, leaver: int = 0, metrics_port: int = 0,
                  screenshot: Optional[str] = None, rows_per_message: Optional[int] = None,
-                 spark_nice: int = 0, writer_tasks: Optional[int] = 1, say=print) -> Report:
+                 spark_nice: int = 0, writer_tasks: Optional[int] = 1,
+                 outage: Optional[tuple] = None, say=print) -> Report:
     """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
     whose write a process joins (default a third of the way; -1 for none);
     ``kill_after``: the epoch after whose write process 1 is SIGKILLed and a
@@ -194,7 +198,10 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     0, the default: as started); ``writer_tasks``: Spark tasks that write each epoch,
     each writing whole Kafka partitions (None: one per Kafka partition; 1, the default:
     on a machine whose cores the dataflow shares, one task per epoch costs Spark least,
-    as each task of a Python data source costs tens of milliseconds of CPU)."""
+    as each task of a Python data source costs tens of milliseconds of CPU);
+    ``outage``: ``(proxy, epoch, seconds)``: after that epoch's write, the network to
+    the broker (a ``broker.proxy.TcpProxy`` every client reaches it through) is cut for
+    that long, and Spark writes again once it is back."""
     report = Report()
     run = uuid.uuid4().hex[:8]
     clicks, results = f"clicks-{run}", f"results-{run}"
@@ -250,6 +257,8 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
                 crash(cluster, processes, report, say)
             if epoch == leave_after:
                 leave(cluster, leaver, report, say)
+            if outage is not None and epoch == outage[1]:
+                cut(outage[0], epoch, outage[2], report, say)
             if screenshot and epoch == min(epochs - 1, join_after + 2):
                 shoot(f"http://127.0.0.1:{metrics_port}/", screenshot, say)
             if pace:
@@ -311,6 +320,9 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         say(f"leave: process {report.leaver} SIGTERM -> exit {took}; epochs around it (ms): "
             + (", ".join(f"{e}: {ms:.0f}" for e, ms in around.items()) or "none")
             + (f"; the slowest, epoch {slowest[0]}: {slowest[1]:.0f} ms" if slowest else ""))
+
+    if report.cut_at is not None:
+        say(outage_timeline(report, cluster))
 
     t = time.monotonic()
     got = spark_jobs.read_results(spark, brokers, results)
@@ -383,6 +395,53 @@ def leave(cluster: LocalCluster, leaver: int, report: Report, say) -> None:
     threading.Thread(target=wait, daemon=True, name="leaver").start()
 
 
+def parse_outage(parser: argparse.ArgumentParser, text: str, epochs: int) -> tuple[int, float]:
+    """``EPOCH:SECONDS`` as (epoch, seconds), or a parser error saying what is wrong."""
+    epoch, sep, seconds = text.partition(":")
+    try:
+        found = int(epoch), float(seconds)
+    except ValueError:
+        found = None
+    if not sep or found is None or not 0 <= found[0] < epochs - 1 or found[1] <= 0:
+        parser.error(f"--broker-outage takes EPOCH:SECONDS with 0 <= EPOCH < {epochs - 1} (an epoch must "
+                     f"follow the outage) and SECONDS > 0, got {text!r}")
+    return found
+
+
+def cut(proxy: Any, epoch: int, seconds: float, report: Report, say) -> None:
+    """Cut the network to the broker for ``seconds`` (connections closed, new ones
+    refused; the broker keeps its data), then let it back."""
+    report.cut_after = epoch
+    report.cut_at = time.monotonic()
+    proxy.cut()
+    say(f"broker: the network to the broker is cut after epoch {epoch}, for {seconds:g} s")
+    time.sleep(seconds)                  # the outage itself
+    proxy.restore()
+    report.restored_at = time.monotonic()
+    say("broker: the network to the broker is back")
+
+
+def outage_timeline(report: Report, cluster: LocalCluster) -> str:
+    """When each process said it lost the broker and had it back, and when the first
+    epoch written after the outage was readable, in seconds from the cut."""
+    parts = []
+    for proc in cluster.processes:
+        said = {kind: next((proc._start + t - report.cut_at for t, line in proc.lines
+                            if pattern in line and proc._start + t >= report.cut_at), None)
+                for kind, pattern in (("lost", "lost the Kafka broker"), ("back", "is back after"))}
+        if said["lost"] is not None:
+            parts.append(f"process {proc.index} lost it at +{said['lost']:.1f} s, back at "
+                         + ("(never)" if said["back"] is None else f"+{said['back']:.1f} s"))
+    after = report.cut_after + 1
+    readable = report.completed_at.get(after)
+    # completed_at is wall-clock: the cut's wall-clock time is now - (monotonic now - cut)
+    cut_wall = time.time() - (time.monotonic() - report.cut_at)
+    first = ("(never)" if readable is None else f"+{readable - cut_wall:.1f} s")
+    return (f"outage: cut at +0.0 s, back at +{report.restored_at - report.cut_at:.1f} s; "
+            + "; ".join(parts or ["no process noticed it"])
+            + f"; epoch {after}, the first written after it, readable at {first}")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -395,6 +454,9 @@ def main(argv: list[str]) -> int:
                         help="epoch after which a process is sent SIGTERM and leaves (default: the "
                              "epoch after the kill; -1: none)")
     parser.add_argument("--leaver", type=int, default=0, help="the process that leaves (default 0)")
+    parser.add_argument("--broker-outage", metavar="EPOCH:SECONDS",
+                        help="after EPOCH's write, cut the network to the embedded broker for SECONDS "
+                             "(every client reaches it through a proxy)")
     parser.add_argument("--progress-mode", default="p2p", choices=["p2p", "kafka"])
     parser.add_argument("--brokers", help="use this Kafka instead of starting the embedded broker")
     parser.add_argument("--metrics-port", type=int, default=None,
@@ -418,14 +480,23 @@ def main(argv: list[str]) -> int:
         parser.error(f"--spark-nice must be between 0 and 19, got {args.spark_nice}")
     if args.pace < 0:
         parser.error(f"--pace must be >= 0 seconds, got {args.pace}")
+    outage = parse_outage(parser, args.broker_outage, args.epochs) if args.broker_outage else None
+    if outage and args.brokers:
+        parser.error("--broker-outage cuts the network to the embedded broker: it cannot be used with --brokers")
     metrics_port = free_port_range(4) if args.metrics_port is None else args.metrics_port
-    from broker.tansu import TansuBroker
+    from broker.proxy import TcpProxy
+    from broker.tansu import TansuBroker, free_port
     from timely.connectors.spark import local_session
     started = time.monotonic()
-    broker = None if args.brokers else TansuBroker().start()
+    proxy = TcpProxy("127.0.0.1:0", port=free_port()) if outage else None
+    broker = None if args.brokers else TansuBroker().start(advertise=proxy and proxy.address)
     brokers = args.brokers or broker.bootstrap
+    if proxy is not None:
+        proxy.target = ("127.0.0.1", broker.port)
+        brokers = proxy.start().address
     try:
-        print(f"broker: {'embedded Tansu at ' if broker else ''}{brokers}")
+        print(f"broker: {'embedded Tansu at ' if broker else ''}{broker.bootstrap if broker else brokers}"
+              + (f", every client reaching it through a proxy at {brokers}" if proxy else ""))
         t = time.monotonic()
         spark = local_session("pytimely-pipeline")
         print(f"spark: local session up in {time.monotonic() - t:.1f} s")
@@ -435,9 +506,12 @@ def main(argv: list[str]) -> int:
                               join_after=args.join_after, progress=progress, kill_after=args.kill_after,
                               leave_after=args.leave_after, leaver=args.leaver,
                               metrics_port=metrics_port, screenshot=args.screenshot, pace=args.pace,
-                              spark_nice=args.spark_nice, writer_tasks=args.writer_tasks)
+                              spark_nice=args.spark_nice, writer_tasks=args.writer_tasks,
+                              outage=outage and (proxy, *outage))
         spark.stop()
     finally:
+        if proxy is not None:
+            proxy.stop()
         if broker is not None:
             broker.stop()
     print(f"pipeline: {time.monotonic() - started:.1f} s in all")

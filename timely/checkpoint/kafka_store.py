@@ -41,6 +41,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+from broker import health as broker_health
 from broker.client import BrokerError, connect_admin, describe, ensure_topics, producer_config
 
 from ..communication.codec import packb
@@ -209,10 +210,10 @@ class KafkaStore(Reading, Forgetting):
         self.heads_fetched = 0
         with self._naming("cannot open the checkpoint store"):
             self.admin = connect_admin(self.brokers, self.options, timeout)
-            self.producer = Producer({**producer_config(self.brokers, {"message.max.bytes": MAX_RECORD_BYTES,
-                                                                       **self.options}),
-                                      "error_cb": self._client_error})
+            self.producer = Producer(producer_config(self.brokers, {"message.max.bytes": MAX_RECORD_BYTES,
+                                                                    **self.options}, self._client_error))
             self._create(self.inc_topic)
+            broker_health.health(self.brokers).expect([self.inc_topic])   # a broker back empty is noticed
         self._closing = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, daemon=True, name="timely-checkpoint-kafka")
         self._poller.start()
@@ -224,12 +225,17 @@ class KafkaStore(Reading, Forgetting):
         from confluent_kafka import KafkaException
         try:
             yield
+        except broker_health.BrokerUnreachable:
+            raise
         except BrokerError as e:            # it names the broker
             raise CheckpointError(f"{what} {self.namespace!r}: {e}") from None
         except ConnectorError as e:
             raise CheckpointError(f"{what} {self.namespace!r} at the Kafka broker at {self.brokers}: "
                                   f"{e}") from None
         except KafkaException as e:
+            unreachable = broker_health.health(self.brokers).failure()   # away past --broker-timeout
+            if unreachable is not None:
+                raise unreachable from None
             raise CheckpointError(f"{what} {self.namespace!r}: the Kafka broker at {self.brokers} "
                                   f"did not answer within {self.timeout:g} s: {describe(e)}") from None
 

@@ -17,6 +17,8 @@ import logging
 import time
 from typing import Any, Iterable, Iterator, Optional, Union
 
+from broker import health
+
 log = logging.getLogger("timely.connectors.kafka")
 
 Brokers = Union[str, Iterable[str]]
@@ -26,7 +28,7 @@ class ConnectorError(RuntimeError):
     """A Kafka connector cannot do what it was asked (the message says why)."""
 
 
-class BrokerUnreachable(ConnectorError):
+class BrokerUnreachable(ConnectorError, health.BrokerUnreachable):
     """No broker answered at the configured address."""
 
 
@@ -46,7 +48,8 @@ def brokers_string(brokers: Brokers) -> str:
 def client_config(brokers: Brokers, add_config: Optional[dict] = None, **defaults: Any) -> dict:
     """librdkafka configuration: ``defaults`` (dots written as underscores), then
     ``add_config`` on top, so a user can override any of them."""
-    config: dict[str, Any] = {"bootstrap.servers": brokers_string(brokers), "logger": log}
+    address = brokers_string(brokers)
+    config: dict[str, Any] = {"bootstrap.servers": address, **health.hooks(address, log)}
     for name, value in defaults.items():
         config[name.replace("_", ".")] = value
     config.update(add_config or {})
@@ -75,7 +78,9 @@ def topic_partitions(client: Any, brokers: Brokers, topics: Iterable[str],
     / ``TopicMissing`` naming the address or the topic."""
     from confluent_kafka import KafkaException
     try:
-        metadata = client.list_topics(timeout=timeout)
+        # a broker away at start-up is waited for, up to --broker-timeout: a supervisor's
+        # restarts meet no crash loop
+        metadata = health.retrying(brokers_string(brokers), lambda: client.list_topics(timeout=timeout))
     except KafkaException as exc:
         raise BrokerUnreachable(f"no Kafka broker answered at {brokers_string(brokers)} within "
                                 f"{timeout:g} s: {exc.args[0].str() if exc.args else exc}") from None
@@ -87,6 +92,7 @@ def topic_partitions(client: Any, brokers: Brokers, topics: Iterable[str],
             raise TopicMissing(f"topic {topic!r} does not exist on {brokers_string(brokers)} "
                                f"(topics there: {', '.join(known[:20]) or 'none'})")
         found[topic] = len(meta.partitions)
+    health.health(brokers_string(brokers)).expect(found)     # a broker back empty is noticed
     return found
 
 

@@ -37,6 +37,10 @@ METRICS = {
     "timely_kafka_source_lag": ("gauge", "a source partition's end offset minus its position"),
     "timely_kafka_source_position": ("gauge", "the offset a source partition reads next"),
     "timely_kafka_sink_errors": ("counter", "records a kafka_sink could not deliver"),
+    "timely_kafka_broker_up": ("gauge", "1 while the Kafka broker at an address answers, 0 while it is "
+                                        "lost (broker.health)"),
+    "timely_kafka_broker_errors": ("counter", "connection errors the Kafka clients of an address met "
+                                              "(librdkafka's lines and errors, counted, not printed)"),
     "timely_kafka_source_withdrawn": ("counter", "events a kafka_source(early=True) handed on before their "
                                                  "marker, then withdrew (orphans, partitions given away)"),
     "timely_progress_batches_sent": ("counter", "progress batches sent (label mode: p2p or kafka)"),
@@ -125,6 +129,12 @@ class Collector:
         withdrawn = _family("timely_kafka_source_withdrawn", [])
         withdrawn.add_metric([], s["kafka"]["withdrawn"])
         yield from (lag, position, sink, withdrawn)
+        up = _family("timely_kafka_broker_up", ["address"])
+        errors = _family("timely_kafka_broker_errors", ["address"])
+        for b in s["kafka"]["brokers"]:
+            up.add_metric([b["address"]], 1 if b["up"] else 0)
+            errors.add_metric([b["address"]], b["errors"])
+        yield from (up, errors)
         mode = s["progress"]["mode"]
         for metric, key in (("timely_progress_batches_sent", "batches_sent"),
                             ("timely_progress_batches_received", "batches_received")):

@@ -23,6 +23,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
+from broker import health as broker_health
+
 from .instruments import worker_numbers
 
 
@@ -90,7 +92,9 @@ def process_status(source: Source) -> dict:
             "stateful": stateful,
             "migrations": {"in_flight": sum(s["migrations_pending"] for s in stateful),
                            "bins_moved": sum(s["bins_received"] for s in stateful)},
-            "kafka": {"lag": lag, "sink_errors": sink_errors, "withdrawn": withdrawn},
+            "kafka": {"lag": lag, "sink_errors": sink_errors, "withdrawn": withdrawn,
+                      # each broker address's reachability (broker.health)
+                      "brokers": broker_health.states()},
             "progress": progress, "rollbacks": rollbacks, "recovery_seconds": recovery,
             "checkpoint": checkpoint,
             # dataflows whose frontier has not moved for --stall-warn seconds (timely.stall)

@@ -24,13 +24,16 @@ partition a worker takes on.
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any, Callable, Optional, Union
+
+from broker import health
 
 from ...hashing import stable_hash64
 from ...megaphone.apply import bin_slices
 from ...megaphone.bins import bin_of, bin_shift
 from ...megaphone.state import stateful_epochs
-from ..client import (Brokers, ConnectorError, brokers_string, consumer_config, producer_config,
+from ..client import (Brokers, ConnectorError, brokers_string, consumer_config, log, producer_config,
                       topic_partitions)
 from ..epochs import PACKED_ROWS, Format, data_headers, format_of, marker_headers
 from ..markers import MarkerIndex
@@ -98,6 +101,14 @@ class KafkaSinkState:
         self._ranges: dict[int, list] = {}
 
     def _delivered(self, error: Any, message: Any) -> None:
+        try:
+            self._note_delivery(error, message)
+        except Exception as e:      # noqa: BLE001 - an exception raised into librdkafka's flush
+            # comes back as a SystemError that hides it (confluent-kafka 2.16, Python 3.11)
+            log.exception("kafka_sink to %r: a delivery report", self.topic)
+            self._errors.append(f"{self.topic}: a delivery report failed: {e!r}")
+
+    def _note_delivery(self, error: Any, message: Any) -> None:
         if error is not None:
             self._errors.append(f"{self.topic}[{message.partition()}]: {error.str()}")
             return
@@ -120,7 +131,20 @@ class KafkaSinkState:
                 self.producer.poll(0.01)
 
     def _flush(self, what: str) -> None:
-        left = self.producer.flush(self.timeout)
+        # ``timeout`` bounds a flush while the broker answers; while it is away the flush
+        # waits for it, up to --broker-timeout (broker.health stops the process then)
+        h = health.health(brokers_string(self.brokers))
+        deadline = time.monotonic() + self.timeout
+        left = self.producer.flush(min(1.0, self.timeout))
+        while left and not self._errors:
+            if not h.up:
+                unreachable = h.failure()
+                if unreachable is not None:
+                    raise unreachable
+                deadline = time.monotonic() + self.timeout
+            elif time.monotonic() >= deadline:
+                break
+            left = self.producer.flush(min(1.0, self.timeout))
         if left or self._errors:
             problem = "; ".join(self._errors[:3]) or f"{left} records not acknowledged in {self.timeout:g} s"
             raise ConnectorError(f"kafka_sink to {self.topic!r} at {brokers_string(self.brokers)}: "
@@ -255,7 +279,9 @@ def kafka_sink(stream: Any, brokers: Brokers, topic: str, *, value_format: Union
     if rows_per_message < 1:
         raise ValueError(f"kafka_sink: rows_per_message must be >= 1, got {rows_per_message}")
     worker = scope.worker
-    producer = _producer(worker, brokers, {"message.timeout.ms": int(timeout * 1000), **(add_config or {})})
+    # a record outlives an outage the process waits out (broker.health)
+    producer = _producer(worker, brokers, {"message.timeout.ms": int((timeout + health.timeout()) * 1000),
+                                           **(add_config or {})})
     count = topic_partitions(producer, brokers, [topic])[topic]
     state = KafkaSinkState(brokers, topic, add_config, fmt, rows_per_message, timeout, producer)
     worker.checkpoint_context.add_sink(state)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import time
 from typing import Any, Optional, Sequence
 
+from broker import health
+
 from ...dataflow.withdrawal import Withdrawal
 from ..client import (Brokers, ConnectorError, brokers_string, consumer_config, log, producer_config,
                       topic_partitions)
@@ -325,7 +327,8 @@ class KafkaSourceState:
                 state.forget_commits(through)
         if offsets and self.group_id is not None:
             try:
-                self.consumer.commit(offsets=offsets, asynchronous=False)
+                health.retrying(brokers_string(self.brokers),
+                                lambda: self.consumer.commit(offsets=offsets, asynchronous=False))
             except KafkaException as exc:
                 raise ConnectorError(f"committing offsets of group {self.group_id!r} to "
                                      f"{brokers_string(self.brokers)}: {exc.args[0].str()}") from None

@@ -1125,6 +1125,7 @@
     renderKafka(totals.kafka);
     renderState(totals);
     renderStalls(statuses);
+    renderBrokers(statuses);
 
     state.previous = { time: generated, clock, workers: new Map(dataflows.map((df) => [df.key, df.workers])) };
     document.getElementById("updated").textContent = `updated ${fmtClock(generated ?? clock)}`;
@@ -1138,6 +1139,25 @@
     banner.textContent = stalls.map((s) =>
       `Stalled: dataflow ${s.dataflow} on worker ${s.worker} has made no progress for ` +
       `${Math.round(finite(s.seconds) ?? 0)} s. ${s.summary ?? ""}`).join("\n");
+  }
+
+  // Kafka brokers a process cannot reach now (broker.health), and for how long.
+  function renderBrokers(statuses) {
+    const banner = document.getElementById("broker");
+    const lost = new Map();
+    for (const st of statuses) {
+      for (const b of asArray(asObject(st.kafka).brokers).map(asObject)) {
+        if (b.up !== false) continue;
+        const seconds = finite(b.down_seconds) ?? 0;
+        const seen = lost.get(b.address);
+        lost.set(b.address, { seconds: Math.max(seconds, seen ? seen.seconds : 0),
+                              processes: [...(seen ? seen.processes : []), st.process] });
+      }
+    }
+    banner.hidden = lost.size === 0;
+    banner.textContent = [...lost].map(([address, b]) =>
+      `Kafka broker lost: ${address} has not answered for ${Math.round(b.seconds)} s ` +
+      `(processes ${b.processes.join(", ")} wait for it, up to --broker-timeout).`).join("\n");
   }
 
   function showError(error) {
