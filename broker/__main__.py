@@ -1,6 +1,10 @@
-"""python -m broker status --bootstrap HOST:PORT [--prefix P] [--subscriber NAME ...] [--option K=V ...]
+"""python -m broker serve | status: a broker to try pytimely on; what the progress logs hold.
 
-Shows, per worker progress log under the prefix: its length in records, its segments
+``serve [--port P]`` runs a Kafka broker (Tansu, in memory) on 127.0.0.1 in the
+foreground until Ctrl-C (``broker.serve``).
+
+``status --bootstrap HOST:PORT [--prefix P] [--subscriber NAME ...] [--option K=V ...]``
+shows, per worker progress log under the prefix: its length in records, its segments
 kept, the latest snapshot (the log sequence number it covers, and the segment and
 offset its tail starts at), and each subscriber's committed position (segment and
 offset). The length is found by reading the log from the latest snapshot to its end
@@ -16,6 +20,7 @@ from typing import Optional
 
 from .client import BrokerError, connect_admin, consumer_config, group_offsets, list_groups
 from .log import Topics, unpack
+from .serve import add_parser, serve
 from .subscriber import Subscriber
 
 
@@ -85,6 +90,7 @@ def _position(topics: Topics, offsets: dict, worker: int) -> Optional[tuple[int,
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m broker", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    add_parser(sub)
     st = sub.add_parser("status", help="per worker log: length, latest snapshot, subscriber positions")
     st.add_argument("--bootstrap", required=True, help="HOST:PORT of a broker")
     st.add_argument("--prefix", default="timely")
@@ -92,6 +98,8 @@ def main(argv: list[str]) -> int:
     st.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="a librdkafka client property (repeatable)")
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(args.port)
     options = {}
     for item in args.option:
         key, sep, value = item.partition("=")

@@ -94,14 +94,18 @@ def free_ports(n: int) -> list[int]:
 
 
 class Process:
-    """One launched process and the lines it printed (with arrival times)."""
+    """One launched process and the lines it printed (with arrival times). ``session``:
+    start it in a session (and process group) of its own, so that ``signal_group`` reaches
+    what it starts too (a shell and its commands)."""
 
-    def __init__(self, index: int, argv: list[str], env: dict, start: float, label: str) -> None:
+    def __init__(self, index: int, argv: list[str], env: dict, start: float, label: str,
+                 cwd: Optional[str] = None, session: bool = False) -> None:
         self.index = index
         self.label = label
         self.lines: list[tuple[float, str]] = []
+        self.session = session
         self.popen = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True, bufsize=1)
+                                      text=True, bufsize=1, cwd=cwd, start_new_session=session)
         self._start = start
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -118,6 +122,16 @@ class Process:
         code = self.popen.wait(timeout=timeout)
         self._reader.join(timeout=5)
         return code
+
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to this process's group (its PID: started with ``session``), if it
+        still has members."""
+        if not self.session:
+            raise ValueError(f"{self.label} was not started in a session of its own")
+        try:
+            os.killpg(self.popen.pid, sig)
+        except ProcessLookupError:
+            pass
 
     def output(self) -> str:
         return "\n".join(line for _, line in self.lines)

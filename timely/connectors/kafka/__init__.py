@@ -13,7 +13,9 @@ Named after bytewax's and Spark's Kafka connectors: ``brokers``, ``topics``,
 - ``completion``: ``job_complete(...)``, whether a group's commits say the job is done
   (for ``timely.execute(..., complete=)``);
 - ``sink``: ``stream.kafka_sink(brokers, topic, ...)`` writes each epoch's records, then
-  its markers.
+  its markers;
+- ``demo``: demo clicks for examples/page_totals.py, written by the sink's writer
+  (``python -m timely.connectors.kafka demo-clicks``).
 
 Importing this package offers those methods on ``Scope`` and ``Stream``; confluent-kafka
 is imported only when a source or sink is built. Costs: see each module.
