@@ -18,6 +18,8 @@ Kafka option names over confluent-kafka::
 - ``datasource``: ``TimelyKafkaDataSource``, which Spark calls to build them;
 - ``session``: ``session`` (any master: ``local[N]``, ``spark://HOST:PORT``) and
   ``local_session``, ``register``, ``partition_for_kafka``, ``lower_priority``;
+- ``standalone``: ``StandaloneCluster``, a master and workers on this machine
+  (``python -m timely.connectors.spark standalone``).
 
 Costs: see each module.
 """
@@ -38,7 +40,8 @@ from .session import (
     register,
     session,
 )
+from .standalone import StandaloneCluster
 
 __all__ = ["EARLIEST", "LATEST", "NAME", "READ_SCHEMA", "MasterUnreachable", "SparkClusterError",
-           "TimelyKafkaDataSource", "TopicPart", "executor_count", "local_session",
+           "StandaloneCluster", "TimelyKafkaDataSource", "TopicPart", "executor_count", "local_session",
            "lower_priority", "master_kind", "on_this_host", "partition_for_kafka", "register", "session"]
