@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -57,17 +58,34 @@ def _driver_env(**extra: str) -> dict:
         os.pathsep) if p]), **extra}
 
 
+def _run(args: list[str], env: dict, timeout: float) -> tuple[int, str]:
+    """Run this Python with ``args``: (exit code, output). Past ``timeout`` seconds it is
+    interrupted (SIGINT: its ``finally`` blocks stop what it started by PID, the pipeline's
+    processes and Spark), then killed, and the test fails with its output."""
+    proc = subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        pytest.fail(f"{args[0]} did not finish within {timeout:.0f} s:\n{out}")
+    return proc.returncode, out
+
+
 def test_the_pipeline_runs_exact_on_a_standalone_cluster(standalone, tansu):
     status = standalone.status()
     assert status["aliveworkers"] == 1 and status["cores"] == 1, status
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, RUN, "--events", "20000", "--epochs", "4", "--join-after", "-1", "--kill-after", "-1",
-         "--leave-after", "-1", "--brokers", tansu.bootstrap, "--metrics-port", "0", "--spark-nice", "0"],
-        env=_driver_env(SPARK_MASTER=standalone.master_url), capture_output=True, text=True, timeout=600)
+    code, out = _run([RUN, "--events", "20000", "--epochs", "4", "--join-after", "-1", "--kill-after", "-1",
+                      "--leave-after", "-1", "--brokers", tansu.bootstrap, "--metrics-port", "0", "--spark-nice", "0"],
+                     _driver_env(SPARK_MASTER=standalone.master_url), 240)
     took = time.monotonic() - started
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out
+    assert code == 0, out
     assert re.search(rf"spark: session on {re.escape(standalone.master_url)} up in [\d.]+ s, 1 executor\(s\) "
                      r"registered", out), out
     assert re.search(r"spark check: 4 epochs, [\d,]+ result rows: EXACT", out), out
@@ -90,11 +108,10 @@ def test_an_executor_the_workers_cannot_host_is_named_within_the_bound(standalon
     code = ("from timely.connectors.spark import session\n"
             f"session({standalone.master_url!r}, 'too-big', conf={{'spark.executor.memory': '2g'}}, timeout=3)\n")
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", code], env=_driver_env(), capture_output=True, text=True,
-                          timeout=180)
-    assert done.returncode == 1, done.stdout + done.stderr
+    status, out = _run(["-c", code], _driver_env(), 120)
+    assert status == 1, out
     assert (f"SparkClusterError: no executor of {standalone.master_url} registered within 3 s: the master has no "
-            "alive worker with the free cores and memory this session asks for (spark.executor.memory=2g") in done.stderr
+            "alive worker with the free cores and memory this session asks for (spark.executor.memory=2g") in out
     assert [a["state"] for a in standalone.apps("too-big")] == ["FINISHED"]
     print(f"refused in {time.monotonic() - started:.1f} s, Spark's start included")
 
