@@ -45,7 +45,8 @@ bench: build
 	$(PY) benchmarks/scaleout.py
 
 # The main job: Spark -> Kafka -> a growing pytimely cluster -> Kafka -> Spark's check,
-# on an embedded broker (Tansu from PyPI) and local Spark, both started and stopped here.
+# on an embedded broker (Tansu from PyPI) and local Spark, both started and stopped here;
+# `make run SPARK_MASTER=spark://HOST:7077` runs Spark's side on that cluster instead.
 run: build
 	$(PY) examples/pipeline/run.py
 

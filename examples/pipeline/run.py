@@ -2,11 +2,13 @@
 
 1. An embedded Kafka-protocol broker (Tansu, from PyPI) starts on 127.0.0.1, unless
    ``--brokers`` names one.
-2. Spark (local) makes a raw clickstream with bad rows, cleans and enriches it
+2. Spark (``local[2]``, or the cluster ``--spark-master`` / ``SPARK_MASTER`` names, e.g.
+   ``spark://HOST:7077``) makes a raw clickstream with bad rows, cleans and enriches it
    (``spark_jobs``), and writes it to the ``clicks`` topic one epoch at a time, each
    epoch followed by its markers. Spark runs at niceness 10 once its Python workers
-   are up (``--spark-nice``, 0 for Spark's own priority), so that the dataflow, sharing
-   the machine's cores, gets the CPU as soon as an epoch is readable.
+   are up (``--spark-nice``, 0 for Spark's own priority; on a cluster only the
+   driver's side), so that the dataflow, sharing the machine's cores, gets the CPU as
+   soon as an epoch is readable.
 3. Meanwhile a pytimely cluster (2 processes; a third joins after a third of the
    epochs) reads ``clicks``, keeps per-page state that migrates to the joiner, and
    writes per-epoch and running aggregates to the ``results`` topic (``dataflow.py``).
@@ -25,6 +27,7 @@ to Kafka, by the marker's timestamp -> its results complete in ``results``, seen
 watcher in this process), and exits non-zero on any difference.
 
     python examples/pipeline/run.py [--events 1000000 --epochs 10 --progress-mode kafka]
+                                    [--spark-master spark://HOST:7077 --brokers HOST:9092]
 """
 from __future__ import annotations
 
@@ -243,8 +246,12 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
         if spark_nice:
             from timely.connectors.spark import lower_priority
             threads = lower_priority(spark, spark_nice)
-            say(f"spark: runs at niceness {spark_nice} ({threads} threads of its JVM and Python workers): "
-                f"the dataflow gets the CPU first")
+            if spark.sparkContext.master.startswith("local"):
+                say(f"spark: runs at niceness {spark_nice} ({threads} threads of its JVM and Python workers): "
+                    f"the dataflow gets the CPU first")
+            else:
+                say(f"spark: the driver runs at niceness {spark_nice} ({threads} threads of its JVM and Python "
+                    f"workers); the executors run at their workers' niceness")
         t = time.monotonic()
         report.started_at = time.time()
         for epoch in range(epochs):
@@ -459,6 +466,10 @@ def main(argv: list[str]) -> int:
                              "(every client reaches it through a proxy)")
     parser.add_argument("--progress-mode", default="p2p", choices=["p2p", "kafka"])
     parser.add_argument("--brokers", help="use this Kafka instead of starting the embedded broker")
+    parser.add_argument("--spark-master", default=os.environ.get("SPARK_MASTER") or None,
+                        help="Spark's master URL: local[N] or a standalone cluster's spark://HOST:PORT (default: "
+                             "$SPARK_MASTER, else local[2]); its executors must run this Python and reach the "
+                             "brokers")
     parser.add_argument("--metrics-port", type=int, default=None,
                         help="process p serves metrics and the status page on this port + p "
                              "(default: free ports found at start; 0: off)")
@@ -486,7 +497,15 @@ def main(argv: list[str]) -> int:
     metrics_port = free_port_range(4) if args.metrics_port is None else args.metrics_port
     from broker.proxy import TcpProxy
     from broker.tansu import TansuBroker, free_port
-    from timely.connectors.spark import local_session
+    from timely.connectors.spark import SparkClusterError, executor_count, on_this_host, session
+    if args.spark_master:
+        try:
+            remote = not on_this_host(args.spark_master)
+        except ValueError as exc:
+            parser.error(f"--spark-master: {exc}")
+        if remote and not args.brokers:
+            print(f"warning: the embedded broker listens on 127.0.0.1 only, where executors of "
+                  f"{args.spark_master} on other hosts cannot reach it: give --brokers HOST:PORT", file=sys.stderr)
     started = time.monotonic()
     proxy = TcpProxy("127.0.0.1:0", port=free_port()) if outage else None
     broker = None if args.brokers else TansuBroker().start(advertise=proxy and proxy.address)
@@ -498,8 +517,14 @@ def main(argv: list[str]) -> int:
         print(f"broker: {'embedded Tansu at ' if broker else ''}{broker.bootstrap if broker else brokers}"
               + (f", every client reaching it through a proxy at {brokers}" if proxy else ""))
         t = time.monotonic()
-        spark = local_session("pytimely-pipeline")
-        print(f"spark: local session up in {time.monotonic() - t:.1f} s")
+        try:
+            spark = session(args.spark_master, "pytimely-pipeline")
+        except SparkClusterError as exc:
+            print(f"spark: {exc}", file=sys.stderr)
+            return 2
+        master = spark.sparkContext.master
+        print(f"spark: session on {master} up in {time.monotonic() - t:.1f} s"
+              + ("" if master.startswith("local") else f", {executor_count(spark)} executor(s) registered"))
         progress = (["--progress-mode", "kafka", "--kafka-bootstrap", brokers,
                      "--kafka-prefix", f"pipe{uuid.uuid4().hex[:8]}"] if args.progress_mode == "kafka" else [])
         report = run_pipeline(spark, brokers, args.events, args.epochs, args.partitions,

@@ -1,13 +1,13 @@
-"""Run at the start-up of a local session's Python workers (``local_session`` puts this
-directory first on their path): pyspark is imported from the installed package, with
-its cached bytecode, rather than from Spark's ``pyspark.zip``.
+"""Run at the start-up of a session's Python workers, the driver's and the executors'
+(``session`` puts this directory first on their path): pyspark is imported from the
+installed package, with its cached bytecode, rather than from Spark's ``pyspark.zip``.
 
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` (and py4j's zip) first on every
 Python worker's path, and Python never caches bytecode for a module imported from a
 zip: each worker process compiled pyspark's sources anew, 1.0-1.3 s of CPU against
 0.3 s from the installed package (measured here), and a local job starts about seven
 of them (a data source's lookup, create, plan, write and commit daemons, the UDF
-daemons), a few seconds of CPU while its first job runs. ``local_session`` runs the
+daemons), a few seconds of CPU while its first job runs. ``session`` runs the
 workers with the driver's Python and packages, so the installed pyspark is the zip's
 version: the zips leave the path when pyspark is found without them. Any other
 ``sitecustomize`` on the path then runs as it would have.
