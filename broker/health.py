@@ -114,7 +114,7 @@ class Health:
         with self._lock:
             self.errors += 1
             self._why = why
-            if self._prober is not None:
+            if self._prober is not None or self.gone is not None:
                 return
             self._prober = threading.Thread(target=self._probe_loop, daemon=True,
                                             name=f"broker-health {self.bootstrap}")
@@ -206,6 +206,8 @@ class Health:
 
     def _lost(self, missing: list[str]) -> None:
         """The broker came back without topics it had: it restarted empty."""
+        if self.gone is not None:
+            return
         self.gone = BrokerLostError(
             f"the Kafka broker at {self.bootstrap} no longer has the topics {missing[:5]}"
             f"{' ...' if len(missing) > 5 else ''} that this process read or wrote: it restarted without "
