@@ -306,6 +306,38 @@ def retrying(bootstrap: str, call: Callable[[], Any]) -> Any:
         delay = min(BACKOFF[1], delay * 2)
 
 
+_calls: Optional[Any] = None          # the threads of ``bounded``, made on first use
+
+
+def bounded(bootstrap: str, call: Callable[[], Any], what: str) -> Any:
+    """``call()`` (a blocking client call with no timeout of its own, e.g. a synchronous
+    commit) on a thread of its own, waited for while the broker of ``bootstrap`` answers
+    (a line every ``REMIND`` seconds says what waits) or has been away for less than the
+    broker timeout; then ``failure()``'s error is raised. Its own errors are raised."""
+    global _calls
+    from concurrent.futures import ThreadPoolExecutor, TimeoutError as Pending
+    with _lock:
+        if _calls is None:
+            _calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-call")
+    future = _calls.submit(call)
+    h, started, said = health(bootstrap), time.monotonic(), time.monotonic()
+    probed = False
+    while True:
+        try:
+            return future.result(timeout=0.5)
+        except Pending:
+            if not probed and time.monotonic() - started >= 2.0:
+                probed = True               # no client may have said the broker is lost
+                h.suspect(f"{what} got no answer in 2 s")
+            unreachable = h.failure()
+            if unreachable is not None:
+                raise unreachable from None
+            if time.monotonic() - said >= REMIND:
+                said = time.monotonic()
+                log.warning("%s has waited %.0f s for the Kafka broker at %s", what,
+                            said - started, bootstrap)
+
+
 def failure() -> Optional[BrokerError]:
     """The first address down for longer than the broker timeout or back empty, as an
     error; else None."""

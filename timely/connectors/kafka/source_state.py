@@ -327,8 +327,12 @@ class KafkaSourceState:
                 state.forget_commits(through)
         if offsets and self.group_id is not None:
             try:
-                health.retrying(brokers_string(self.brokers),
-                                lambda: self.consumer.commit(offsets=offsets, asynchronous=False))
+                # a synchronous commit has no timeout of its own: it waits for a lost broker
+                # for ever, so it waits here, where the broker timeout bounds it
+                address = brokers_string(self.brokers)
+                health.retrying(address, lambda: health.bounded(
+                    address, lambda: self.consumer.commit(offsets=offsets, asynchronous=False),
+                    f"the commit of group {self.group_id!r}"))
             except KafkaException as exc:
                 raise ConnectorError(f"committing offsets of group {self.group_id!r} to "
                                      f"{brokers_string(self.brokers)}: {exc.args[0].str()}") from None
