@@ -248,15 +248,18 @@ _down: set = set()                  # the addresses down now: ``failure`` costs 
 _lock = threading.Lock()
 #: seconds a broker may stay unreachable before the process stops (Config.broker_timeout)
 _timeout = 300.0
+#: set by ``configure``: outside a computation (Spark's tasks, a command line tool)
+#: ``retrying`` does not wait, and the caller's own retries (Spark's) apply
+_configured = False
 
 
 def configure(timeout: float) -> None:
     """Start a computation with broker timeout ``timeout`` (``Config.broker_timeout``):
     what earlier computations of this process saw of their brokers is forgotten (their
     probers stop), so an address they lost cannot stop this one."""
-    global _timeout
+    global _timeout, _configured
     with _lock:
-        _timeout = timeout
+        _timeout, _configured = timeout, True
         _health.clear()
         _down.clear()
 
@@ -289,10 +292,11 @@ _RETRY_CODES = _TRANSPORT_CODES | {-180, -185, 7, 15, 16}
 
 def retrying(bootstrap: str, call: Callable[[], Any]) -> Any:
     """``call()``, called again (backoff 0.25 s to 2 s) while it fails because the broker
-    of ``bootstrap`` is away, up to the broker timeout; then the last error is raised."""
+    of ``bootstrap`` is away, up to the broker timeout of this computation (outside one:
+    once); then the last error is raised."""
     from confluent_kafka import KafkaException
     h, delay = health(bootstrap), BACKOFF[0]
-    deadline = time.monotonic() + _timeout
+    deadline = time.monotonic() + (_timeout if _configured else 0.0)
     while True:
         try:
             return call()
