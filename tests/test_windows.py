@@ -16,6 +16,8 @@ Protects what a user of ``stream.window`` relies on:
 - late records nobody reads are logged, not dropped silently;
 - bad input gets errors naming the problem (window length <= 0, ``every > length``,
   an event time that is not a number, sessions without ``merge``, negative lateness).
+
+The fixed windows' fold runs in both twins (``windows_twin``: Cython and pure Python).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import logging
 import math
 import random
 from collections import Counter
+from contextlib import contextmanager
 from fractions import Fraction
 
 import pytest
@@ -37,9 +40,11 @@ from timely.megaphone.bins import bin_of, bin_shift, stable_hash64
 from timely.megaphone.control import Move
 from timely.megaphone.state import StatefulError
 from timely.windows import Epochs, Session, Sliding, Tumbling, Window
+from timely.windows import open as opened
 
 TIMEOUT = 60
 BINS = 16
+TWIN_NEEDS = ("windows",)
 
 
 # ---- the oracle: plain Python, no timely ----------------------------------------------------
@@ -110,6 +115,17 @@ def oracle(records, kind, params, lateness, clock):
 
 
 # ---- the dataflow under test ---------------------------------------------------------------
+@contextmanager
+def twin_in_use(twin):
+    """The window operator folds fixed windows with ``twin``'s ``absorb_fixed`` meanwhile."""
+    before = opened.absorb_fixed
+    opened.absorb_fixed = twin.absorb_fixed
+    try:
+        yield
+    finally:
+        opened.absorb_fixed = before
+
+
 def make_windower(kind, params):
     if kind == "tumbling":
         return Tumbling(params[0], origin=params[2])
@@ -190,7 +206,9 @@ def scenarios(draw):
         params = (every * draw(st.integers(1, 4)) + draw(st.integers(0, every - 1)), every, draw(st.integers(-5, 5)))
     else:
         params = (draw(st.integers(1, 9)),)
-    halves = draw(st.booleans())                    # event times on the half (floats, exact)
+    # event times: ints, on the half (floats, exact), or thirds (Fractions: Python's own arithmetic)
+    numbers = draw(st.sampled_from(["ints", "halves", "thirds"]))
+    halves = numbers == "halves"
     lateness = draw(st.sampled_from([0, 0, 1, 3])) + (0.5 if halves and draw(st.booleans()) else 0)
     epochs = draw(st.integers(2, 8))
     workers = draw(st.integers(1, 3))
@@ -204,30 +222,36 @@ def scenarios(draw):
         x = origin + t * length + rng.choice([0, 0, 0, 1, -1, -2, -length * 2, -length * 4, length, 2])
         if halves:
             x += 0.5 * rng.randrange(2)
+        elif numbers == "thirds":
+            x += Fraction(rng.randrange(3), 3)
         records.append((t, rng.choice(keys), x, rng.randrange(10)))
     moves = None
     if workers > 1 and draw(st.booleans()):
-        moves = {e: [Move(rng.randrange(BINS), rng.randrange(workers)) for _ in range(rng.randrange(3))]
-                 for e in range(epochs)}
+        moves = {}
+        for e in range(epochs):
+            targets = {rng.randrange(BINS): rng.randrange(workers) for _ in range(rng.randrange(3))}
+            moves[e] = [Move(b, w) for b, w in targets.items()]     # one target per bin and time
     return workers, records, kind, params, lateness, clock, epochs, moves, draw(st.booleans())
 
 
 @settings(max_examples=60)
 @given(scenarios())
-def test_windows_equal_the_oracle_on_any_workers_across_moves(scenario):
+def test_windows_equal_the_oracle_on_any_workers_across_moves(windows_twin, scenario):
     workers, records, kind, params, lateness, clock, epochs, moves, sync = scenario
-    results = run_windows(workers, records, kind, params, lateness, clock, epochs, moves, sync)
+    with twin_in_use(windows_twin):
+        results = run_windows(workers, records, kind, params, lateness, clock, epochs, moves, sync)
     check(results, records, kind, params, lateness, clock)
 
 
 @pytest.mark.parametrize("kind, params", [("sliding", (6, 2, 1)), ("session", (3,))])
-def test_windows_equal_the_oracle_on_forked_workers_moving_bins(kind, params):
+def test_windows_equal_the_oracle_on_forked_workers_moving_bins(windows_twin, kind, params):
     """Workers as processes: records and bins (open windows, notifications) cross as msgpack."""
     rng = random.Random(5)
     records = [(t, rng.choice("abcdefg"), t + rng.choice([0, 0, 1, -1, -3, -7]), rng.randrange(5))
                for t in range(12) for _ in range(15)]
     moves = {e: [Move(b, (b + e) % 3) for b in range(e % 5, BINS, 5)] for e in range(1, 12, 2)}
-    results = run_windows(3, records, kind, params, 2, (1, 0), 12, moves, worker_mode="processes")
+    with twin_in_use(windows_twin):
+        results = run_windows(3, records, kind, params, 2, (1, 0), 12, moves, worker_mode="processes")
     check(results, records, kind, params, 2, (1, 0))
 
 
@@ -275,8 +299,9 @@ def test_a_window_is_emitted_once_the_frontier_passes_its_close_and_its_state_is
 
 
 def test_memory_stays_flat_over_a_long_run_with_a_steady_key_set():
-    """200 epochs, 50 keys, sliding windows: the keys and notifications held never
-    exceed what the open windows need, and drop to zero at the end."""
+    """200 epochs, 50 keys, sliding windows: the keys (with their open windows) and
+    notifications held never exceed what the open windows need, and drop to zero at the
+    end."""
     def build(worker):
         def dataflow(scope):
             source, stream = scope.new_input()
@@ -298,7 +323,7 @@ def test_memory_stays_flat_over_a_long_run_with_a_steady_key_set():
     per_epoch = [tuple(map(sum, zip(*(r[0][e] for r in results)))) for e in range(200)]
     # after each epoch, each key holds the windows still open (length 8, every 4: two,
     # or one right after a window closed with the epoch), one notification each
-    assert per_epoch == [(50, 50) if e % 4 == 3 else (100, 100) for e in range(200)], per_epoch
+    assert per_epoch == [(50, 50) if e % 4 == 3 else (50, 100) for e in range(200)], per_epoch
     assert [r[1] for r in results] == [0, 0]
 
 
@@ -463,20 +488,34 @@ def test_bad_window_arguments_are_refused_when_the_dataflow_is_built(options, er
     assert message in str(e.value)
 
 
-@pytest.mark.parametrize("windower", [Tumbling(5), Session(5)], ids=["fixed", "session"])
-def test_an_event_time_that_is_not_a_number_is_a_stateful_error_naming_it(windower):
-    with pytest.raises(StatefulError) as e:
-        execute_bounded(1, build_with(windower=windower, merge=lambda a, b: a + b), timeout=TIMEOUT)
-    assert "Clicks: event_time returned '12:00' for record ('b', '12:00')" in str(e.value)
-    assert "event time must be a number" in str(e.value)
+@pytest.mark.parametrize("windower", [Tumbling(5), Tumbling(5.0), Session(5)], ids=["ints", "floats", "session"])
+@pytest.mark.parametrize("bad, message", [("12:00", "event time must be a number, got '12:00' (str)"),
+                                          (float("nan"), "event time must be finite, got nan"),
+                                          (float("-inf"), "event time must be finite, got -inf")])
+def test_an_event_time_that_is_not_a_finite_number_is_a_stateful_error_naming_it(windows_twin, windower, bad,
+                                                                                   message):
+    def build(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            out = stream.window(windower, key=lambda r: r[0], event_time=lambda r: r[1], fold=lambda n, r: n + 1,
+                                init=0, merge=lambda a, b: a + b, name="Clicks")
+            return source, out.probe()
+        source, _ = worker.dataflow(dataflow)
+        source.send_batch([("a", 1), ("b", bad)])
+        source.close()
+        worker.run()
+    with pytest.raises(StatefulError) as e, twin_in_use(windows_twin):
+        execute_bounded(1, build, timeout=TIMEOUT)
+    assert f"Clicks: event_time returned {bad!r} for record ('b', {bad!r})" in str(e.value)
+    assert message in str(e.value)
 
 
-def test_a_failing_fold_is_a_stateful_error_naming_the_key_and_time():
+def test_a_failing_fold_is_a_stateful_error_naming_the_key_and_time(windows_twin):
     def fold(n, r):
         if r[0] == "b":
             raise KeyError("boom")
         return n + 1
-    with pytest.raises(StatefulError) as e:
+    with pytest.raises(StatefulError) as e, twin_in_use(windows_twin):
         execute_bounded(1, build_with(fold=fold, event_time=lambda r: 1), timeout=TIMEOUT)
     assert "Clicks: fold failed for key 'b' at time 0: KeyError: 'boom'" in str(e.value)
 

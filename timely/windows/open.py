@@ -6,12 +6,12 @@ state is a dict that moves with the bin when the cluster grows or shrinks and is
 checkpointed with it. Here is what that dict holds, and what happens to it at each
 complete epoch ``t``:
 
-- fixed windows (``Tumbling``, ``Sliding``): one entry per open window, ``(key,
-  start) -> accumulator``. A record at ``t`` is folded into each of its windows whose
-  closing epoch (``clock.last_before(end + allowed_lateness)``) is ``t`` or later; the
-  others have closed, and the record is reported late for them. A window's first
-  record schedules a notification (Megaphone's, travelling with the bin) at its closing
-  epoch, carrying ``(key, start)``.
+- fixed windows (``Tumbling``, ``Sliding``): one entry per key with open windows,
+  ``key -> {start: accumulator}``. A record at ``t`` is folded into each of its windows
+  whose closing epoch (``clock.last_before(end + allowed_lateness)``) is ``t`` or
+  later; the others have closed, and the record is reported late for them. A window's
+  first record schedules a notification (Megaphone's, travelling with the bin) at its
+  closing epoch, carrying ``(key, start)``.
 - sessions (``Session``): one entry per key with open sessions, ``key -> [[start, end,
   accumulator], ...]`` sorted by start (``end`` is the last record's event time plus the
   gap). The key's records at ``t`` are taken in event-time order; one whose event time
@@ -25,11 +25,11 @@ as ``(key, Window(start, end), finish(accumulator))`` and its entry deleted at o
 key with no open window holds nothing. A session's notification that finds its
 session extended does nothing; the later one closes it.
 
-Costs: per record, one ``key``, one ``event_time`` and per window one dict lookup and
-one ``fold`` (sessions: plus O(open sessions of the key)); per closed window one dict
-deletion; memory O(open windows + their notifications). Each changed entry is named to
-the bin's checkpoint log (``touch``), so a checkpoint writes only the windows an epoch
-touched.
+Costs: per record, one ``key``, one ``event_time``, one dict lookup of the key and per
+window one lookup of its start and one ``fold`` (sessions: plus O(open sessions of the
+key)); per closed window one dict deletion; memory O(open windows + their
+notifications). Each key changed is named to the bin's checkpoint log (``touch``), so a
+checkpoint writes only the keys an epoch touched, with their open windows.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable
 
+from .._twin import compiled
 from ..megaphone.bin_states import StatefulError
 from .clock import NUMBER_TYPES, Clock, check_number
 from .late import Late, fixed_reason, session_reason
@@ -44,7 +45,7 @@ from .windowers import Session, Window
 
 _MISSING = object()
 _first = itemgetter(0)
-#: closing epochs remembered per window end; forgotten wholesale past this many (memory
+#: closing epochs remembered per window start; forgotten wholesale past this many (memory
 #: stays flat over a long run)
 _CLOSES_KEPT = 4096
 
@@ -79,65 +80,31 @@ class Functions:
 
 
 class FixedWindows:
-    """Open tumbling or sliding windows: bin state ``(key, start) -> accumulator``."""
+    """Open tumbling or sliding windows: bin state ``key -> {start: accumulator}``."""
 
     def __init__(self, windower: Any, f: Functions) -> None:
         self.windower = windower
         self.f = f
-        self.closes: dict = {}      # window end -> its closing epoch
+        self.closes: dict = {}      # window start -> its closing epoch
 
-    def close_of(self, end: Any) -> int:
-        """The epoch whose completion closes a window ending at ``end``."""
-        c = self.closes.get(end)
+    def close_of(self, start: Any) -> int:
+        """The epoch whose completion closes the window starting at ``start`` (remembered)."""
+        c = self.closes.get(start)
         if c is None:
             if len(self.closes) >= _CLOSES_KEPT:
                 self.closes.clear()
-            c = self.closes[end] = self.f.clock.last_before(end + self.f.lateness)
+            c = self.closes[start] = self.f.clock.last_before(start + self.windower.length + self.f.lateness)
         return c
 
     def absorb(self, state: dict, runs: list, t: int, schedule: Callable, changed: list, closing: list,
                emitted: list) -> None:
         """Fold the records of ``runs`` (sequences of records of complete epoch ``t``) into
-        their open windows (see the module docstring)."""
-        f = self.f
-        key_of, time_of, fold, init = f.key, f.event_time, f.fold, f.init
-        starts_of = self.windower.starts
-        length = self.windower.length
-        closes = self.closes
-        get = state.get
-        for r in chain.from_iterable(runs):
-            k = key_of(r)
-            x = time_of(r)
-            if x.__class__ not in NUMBER_TYPES:
-                x = f.checked_time(x, r)
-            missed = None
-            for s in starts_of(x):
-                end = s + length
-                c = closes.get(end)
-                if c is None:
-                    c = self.close_of(end)
-                if c < t:
-                    if missed is None:
-                        missed = []
-                    missed.append((s, c))
-                    continue
-                sk = (k, s)
-                acc = get(sk, _MISSING)
-                try:
-                    if acc is _MISSING:
-                        acc = init()
-                        if c > t:
-                            schedule(c, sk, 0)
-                        else:
-                            closing.append(sk)
-                    state[sk] = fold(acc, r)
-                except StatefulError:
-                    raise
-                except Exception as e:
-                    raise f.failed("fold", k, t, e) from e
-                changed.append(sk)
-            if missed is not None:
-                emitted.append(self.late(k, x, r, t, missed))
+        their open windows (see the module docstring; the loop: ``absorb_fixed``)."""
+        f, w = self.f, self.windower
+        late = absorb_fixed(state, runs, t, f.key, f.event_time, f.fold, f.init, w.length, w.every, w.origin,
+                            self.closes, self.close_of, schedule, changed, closing, f.checked_time, f.failed)
+        for k, x, r, missed in late:
+            emitted.append(self.late(k, x, r, t, missed[::-1]))
 
     def late(self, k: Any, x: Any, r: Any, t: int, missed: list) -> Late:
         windows = tuple(self.windower.window_of(s) for s, _c in missed)
@@ -147,13 +114,85 @@ class FixedWindows:
 
     def close(self, state: dict, sk: Any, t: int, emitted: list, changed: list) -> None:
         """Emit and delete window ``sk`` = ``(key, start)``, due at ``t``."""
-        acc = state.pop(sk, _MISSING)
+        k, s = sk
+        windows = state.get(k)
+        acc = _MISSING if windows is None else windows.pop(s, _MISSING)
         if acc is _MISSING:
             raise StatefulError(f"{self.f.name}: window {sk!r} is due at time {t!r} but not open "
                                 f"(its state and notification disagree)")
-        k, s = sk
+        if not windows:
+            del state[k]
         emitted.append((k, self.windower.window_of(s), self.f.finish(acc) if self.f.finish else acc))
-        changed.append(sk)
+        changed.append(k)
+
+
+def absorb_fixed(state: dict, runs: list, t: int, key_of: Callable, time_of: Callable, fold: Callable,
+                 init: Callable, length: Any, every: Any, origin: Any, closes: dict, close_of: Callable,
+                 schedule: Callable, changed: list, closing: list, checked_time: Callable,
+                 failed: Callable) -> list:
+    """Fixed windows' S at one bin and epoch ``t``: fold each record of ``runs`` into
+    its windows ``[origin + i*every, ... + length)`` still open (``state``: ``key ->
+    {start: acc}``; a new window's ``init()``, and a notification ``(key, start)`` at its
+    closing epoch (``closes[start]``, else ``close_of(start)``) by ``schedule``, or into
+    ``closing`` if that is ``t``), naming each key touched in ``changed``. A window's
+    start is computed from its index, so every record of a window names it alike,
+    floats included. Returns ``(key, event time, record, [(start, closing epoch), ...])``
+    for each record late for some window (latest window first). The compiled twin
+    (``timely.windows._cwindows``) replaces this name when built; ``py_absorb_fixed`` is
+    always this one.
+
+    >>> state, closing = {}, []
+    >>> absorb_fixed(state, [[("a", 3), ("a", 12)]], 5, lambda r: r[0], lambda r: r[1],
+    ...              lambda n, r: n + 1, lambda: 0, 10, 5, 0, {}, lambda start: start + 9,
+    ...              lambda c, sk, i: None, [], closing, None, None)
+    [('a', 3, ('a', 3), [(-5, 4)])]
+    >>> sorted(state["a"].items())
+    [(0, 1), (5, 1), (10, 1)]
+    """
+    get = state.get
+    late: list = []
+    for r in chain.from_iterable(runs):
+        k = key_of(r)
+        x = time_of(r)
+        if x.__class__ not in NUMBER_TYPES or x - x != 0:      # (not a number, or not finite)
+            x = checked_time(x, r)
+        i = (x - origin) // every           # the last window holding x, then back
+        s = origin + i * every
+        missed = None
+        windows = None                      # the key's open windows, once one is folded into
+        while s + length > x:
+            c = closes.get(s)
+            if c is None:
+                c = close_of(s)
+            if c < t:
+                if missed is None:
+                    missed = []
+                missed.append((s, c))
+            else:
+                if windows is None:
+                    windows = get(k)
+                    if windows is None:
+                        windows = state[k] = {}
+                acc = windows.get(s, _MISSING)
+                try:
+                    if acc is _MISSING:
+                        acc = init()
+                        if c > t:
+                            schedule(c, (k, s), 0)
+                        else:
+                            closing.append((k, s))
+                    windows[s] = fold(acc, r)
+                except StatefulError:
+                    raise
+                except Exception as e:
+                    raise failed("fold", k, t, e) from e
+            i -= 1
+            s = origin + i * every
+        if windows is not None:
+            changed.append(k)
+        if missed is not None:
+            late.append((k, x, r, missed))
+    return late
 
 
 class Sessions:
@@ -173,7 +212,7 @@ class Sessions:
         by_key: dict = {}
         for r in chain.from_iterable(runs):
             x = time_of(r)
-            if x.__class__ not in NUMBER_TYPES:
+            if x.__class__ not in NUMBER_TYPES or x - x != 0:  # (not a number, or not finite)
                 x = f.checked_time(x, r)
             k = key_of(r)
             found = by_key.get(k)
@@ -255,3 +294,12 @@ class Sessions:
         else:
             del state[k]
         changed.append(k)
+
+
+# The pure-Python twin stays importable as ``py_absorb_fixed``; the compiled one replaces
+# the public name when built (see timely._twin).
+py_absorb_fixed = absorb_fixed
+_compiled = compiled("timely.windows._cwindows")
+IMPLEMENTATION = "python" if _compiled is None else "cython"
+if _compiled is not None:
+    absorb_fixed = _compiled.absorb_fixed  # noqa: F811

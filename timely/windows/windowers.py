@@ -56,6 +56,11 @@ class Tumbling(Windower):
         self.length = check_number(length, "Tumbling: length", positive=True)
         self.origin = check_number(origin, "Tumbling: origin")
 
+    @property
+    def every(self) -> Number:
+        """Windows start every ``length``."""
+        return self.length
+
     def starts(self, x: Number) -> list:
         """The start of the window holding event time ``x``."""
         return [self.origin + (x - self.origin) // self.length * self.length]
@@ -81,13 +86,16 @@ class Sliding(Windower):
         self.origin = check_number(origin, "Sliding: origin")
 
     def starts(self, x: Number) -> list:
-        """The starts of the windows holding event time ``x``, ascending."""
-        every, length = self.every, self.length
-        s = self.origin + (x - self.origin) // every * every
+        """The starts of the windows holding event time ``x``, ascending; each is
+        ``origin + i * every`` for its index ``i`` (the same for every record of it)."""
+        every, length, origin = self.every, self.length, self.origin
+        i = (x - origin) // every
         out = []
+        s = origin + i * every
         while s + length > x:
             out.append(s)
-            s -= every
+            i -= 1
+            s = origin + i * every
         out.reverse()
         return out
 
