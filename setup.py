@@ -3,8 +3,9 @@
 ``EXTENSIONS`` lists them as (module name, .pyx path) pairs: the progress core's
 ``timely.progress._c*``, the key hash ``timely._chash``, Megaphone's
 ``timely.megaphone._cbins`` and the ``Exchange`` partition ``timely.dataflow._cexchange``
-(the last three share the stable hash of ``pyx/_stable_hash.pxd``), and the cluster's
-wire codec ``timely.communication._ccodec``.
+(the last three share the stable hash of ``pyx/_stable_hash.pxd``), the cluster's
+wire codec ``timely.communication._ccodec``, checkpoints' ``timely.checkpoint._ctracked``
+and the fixed windows' fold ``timely.windows._cwindows``.
 
 When Cython or a C compiler is missing the package still installs (or set
 ``TIMELY_NO_CYTHON=1`` to skip the build): each module then uses its pure-Python twin
@@ -21,7 +22,8 @@ EXTENSIONS += [("timely._chash", "pyx/_chash.pyx"),
                ("timely.megaphone._cbins", "pyx/_cbins.pyx"),
                ("timely.dataflow._cexchange", "pyx/_cexchange.pyx"),
                ("timely.communication._ccodec", "pyx/_ccodec.pyx"),
-               ("timely.checkpoint._ctracked", "pyx/_ctracked.pyx")]
+               ("timely.checkpoint._ctracked", "pyx/_ctracked.pyx"),
+               ("timely.windows._cwindows", "pyx/_cwindows.pyx")]
 
 ext_modules = []
 if os.environ.get("TIMELY_NO_CYTHON") != "1":

@@ -12,7 +12,8 @@ same way (fixtures ``bins_twin`` and ``compiled_bins``, ``TWIN_NEEDS = ("bins",)
 so does the ``Exchange`` partition (fixtures ``exchange_twin`` and ``compiled_exchange``,
 ``TWIN_NEEDS = ("exchange",)``), the wire codec (fixtures ``codec_twin`` and
 ``compiled_codec``, ``TWIN_NEEDS = ("codec",)``), and checkpoints' ``TrackedDict``
-(fixtures ``tracked_twin`` and ``compiled_tracked``, ``TWIN_NEEDS = ("tracked",)``); the
+(fixtures ``tracked_twin`` and ``compiled_tracked``, ``TWIN_NEEDS = ("tracked",)``), and
+the fixed windows' fold (fixture ``windows_twin``, ``TWIN_NEEDS = ("windows",)``); the
 codec's twins include ``pack_items``, which packs a checkpoint delta's items.
 
 Hypothesis: profile "ci" (the default) and "nightly" (many more cases), selected by
@@ -135,10 +136,17 @@ def _load_tracked_twin(name: str) -> SimpleNamespace:
     return _load_module_twin(name, "tracked", "timely.checkpoint._ctracked", {"TrackedDict": tracked.PyTrackedDict})
 
 
+def _load_windows_twin(name: str) -> SimpleNamespace:
+    """The fixed windows' fold (``timely.windows.open.absorb_fixed``) of twin ``name``."""
+    from timely.windows import open as opened
+    return _load_module_twin(name, "windows", "timely.windows._cwindows", {"absorb_fixed": opened.py_absorb_fixed})
+
+
 _BINS_TWINS = {name: _load_bins_twin(name) for name in ("python", "cython")}
 _TRACKED_TWINS = {name: _load_tracked_twin(name) for name in ("python", "cython")}
 _EXCHANGE_TWINS = {name: _load_exchange_twin(name) for name in ("python", "cython")}
 _CODEC_TWINS = {name: _load_codec_twin(name) for name in ("python", "cython")}
+_WINDOWS_TWINS = {name: _load_windows_twin(name) for name in ("python", "cython")}
 
 
 def _needs(item) -> tuple[str, ...]:
@@ -164,7 +172,8 @@ def _uses_cython(item) -> bool:
     if callspec is not None and "cython" in (callspec.params.get("twin"), callspec.params.get("bins_twin"),
                                              callspec.params.get("exchange_twin"),
                                              callspec.params.get("codec_twin"),
-                                             callspec.params.get("tracked_twin")):
+                                             callspec.params.get("tracked_twin"),
+                                             callspec.params.get("windows_twin")):
         return True
     return bool({"both_twins", "compiled_bins", "compiled_exchange", "compiled_codec", "compiled_tracked"}
                 & set(getattr(item, "fixturenames", ())))
@@ -176,7 +185,7 @@ def pytest_collection_modifyitems(config, items):
         return
     missing = {**_TWINS["cython"].missing, **_BINS_TWINS["cython"].missing,
                **_EXCHANGE_TWINS["cython"].missing, **_CODEC_TWINS["cython"].missing,
-               **_TRACKED_TWINS["cython"].missing}
+               **_TRACKED_TWINS["cython"].missing, **_WINDOWS_TWINS["cython"].missing}
     for item in items:
         if _uses_cython(item):
             absent = [c for c in _needs(item) if c in missing]
@@ -253,6 +262,12 @@ def tracked_twin(request) -> SimpleNamespace:
 def compiled_tracked() -> SimpleNamespace:
     """The compiled twin of ``TrackedDict``, to compare with the pure one."""
     return _TRACKED_TWINS["cython"]
+
+
+@pytest.fixture(scope="session", params=["python", "cython"])
+def windows_twin(request) -> SimpleNamespace:
+    """``absorb_fixed``, the fixed windows' fold, of one twin (``windows_twin.name``)."""
+    return _WINDOWS_TWINS[request.param]
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 
 MODULES = ["timely.progress._cchange_batch", "timely.progress._cantichain", "timely.progress._creachability",
            "timely._chash", "timely.megaphone._cbins", "timely.dataflow._cexchange", "timely.communication._ccodec",
-           "timely.checkpoint._ctracked"]
+           "timely.checkpoint._ctracked", "timely.windows._cwindows"]
 
 
 @pytest.mark.parametrize("name", MODULES)

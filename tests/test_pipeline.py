@@ -4,8 +4,9 @@ process joins mid-run and receives per-page state; then process 1 is SIGKILLed, 
 others roll back to their last checkpoint, and a replacement joins; then process 0 is
 sent SIGTERM and leaves) aggregates them
 into Kafka, and Spark's own computation from the same events must equal the results
-read back with ``timely-kafka``, per epoch, running totals included, in both progress
-modes: what ``make run`` shows.
+read back with ``timely-kafka``, per epoch, running totals included, and the dataflow's
+event-time windows must equal Spark's ``window()`` over the same clicks, each in the
+epoch that closes it, in both progress modes: what ``make run`` shows.
 
 Protects: the whole path a user runs with ``make run``: the Spark writer's markers, the
 dataflow source's epochs, Megaphone state across a join, the sink's markers, the Spark
@@ -51,6 +52,11 @@ def test_pipeline_is_exact_across_a_join_and_a_crash(spark, tansu, progress_mode
     assert report.raw == report.clean + sum(report.dropped.values())
     assert [r["epoch"] for r in report.check] == list(range(8))
     assert report.differences == 0, "\n".join(lines)
+    # the event-time windows (60 s every 30 s) equal Spark's window(), each in the epoch closing it
+    assert report.windows["expected"] == report.windows["received"] > 0, report.windows
+    assert report.windows["clicks"] == 2 * report.clean and report.windows["windows"] == 17, report.windows
+    assert any(line.startswith("spark window check: ") and line.endswith(")") and "EXACT" in line
+               for line in lines), "\n".join(lines)
     assert sum(r["clicks"] for r in report.check) == report.clean
     bins = held_bins(report.cluster_log)           # the replacement is process 1 again
     assert sorted(bins) == [0, 1, 2] and sum(bins.values()) == 64, bins
@@ -86,6 +92,30 @@ def test_the_check_catches_a_wrong_result(spark, tansu):
     clean.unpersist()
 
 
+def test_the_window_check_catches_wrong_windows(spark):
+    """The window check is not vacuous: a changed count, a missing window, a duplicated
+    one and one written in an epoch before the one closing it are each counted."""
+    from pyspark.sql import functions as F
+    clean, _ = spark_jobs.clean(spark_jobs.raw_clicks(spark, 5_000, 3), spark_jobs.catalog(spark, 50))
+    want = spark_jobs.expected_windows(clean, 60, 30)
+    closes = (F.ceil((F.col("end") - F.lit(spark_jobs.START)) / F.lit(60)) - 1).cast("long")
+    got = want.withColumn("marker_epoch", closes)
+    rows = want.orderBy("page", "start").limit(4).collect()
+    hit = lambda r: (F.col("page") == r["page"]) & (F.col("start") == r["start"])  # noqa: E731
+    wrong = (got.withColumn("clicks", F.when(hit(rows[0]), F.col("clicks") + 1).otherwise(F.col("clicks")))
+             .where(~hit(rows[1]))
+             .withColumn("marker_epoch", F.when(hit(rows[2]), F.col("marker_epoch") - 1).otherwise(F.col("marker_epoch")))
+             .unionByName(got.where(hit(rows[3]))))
+    found = spark_jobs.compare_windows(want, wrong, 60, spark_jobs.START)
+    assert {k: found[k] for k in ("different", "missing", "extra", "duplicated", "wrong_epoch")} == \
+        {"different": 1, "missing": 1, "extra": 0, "duplicated": 1, "wrong_epoch": 1}, found
+    assert found["received"] == found["expected"] > 0                # (one missing, one twice)
+    assert pipeline.window_differences(found) == 4
+    exact = spark_jobs.compare_windows(want, got, 60, spark_jobs.START)
+    assert pipeline.window_differences(exact) == 0 and exact["clicks"] == 2 * clean.count(), exact
+    clean.unpersist()
+
+
 def test_a_negative_pace_is_refused_by_name(capsys):
     """``make run``'s script refuses a pace below zero before it starts anything."""
     with pytest.raises(SystemExit) as e:
@@ -100,6 +130,15 @@ def test_a_niceness_outside_0_to_19_is_refused_by_name(capsys):
         pipeline.main(["--spark-nice", "20"])
     assert e.value.code == 2
     assert "--spark-nice must be between 0 and 19, got 20" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["60", "30:60", "60:0", "a:b"])
+def test_bad_windows_are_refused_by_name(capsys, text):
+    """``--windows`` takes LENGTH:EVERY seconds (0 < EVERY <= LENGTH) or off."""
+    with pytest.raises(SystemExit) as e:
+        pipeline.main(["--windows", text])
+    assert e.value.code == 2
+    assert f"--windows takes LENGTH:EVERY seconds with 0 < EVERY <= LENGTH, or off; got {text!r}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("tasks", ["0", "5"])

@@ -65,23 +65,30 @@ def expected(epochs: int) -> dict[tuple[int, str], dict]:
     return out
 
 
-def read_results(brokers: str, topic: str) -> dict[tuple[int, str], dict]:
-    """Every complete epoch's results; fails on a (epoch, page) read twice."""
+def read_rows(brokers: str, topic: str) -> list[tuple[int, dict]]:
+    """``(epoch, row)`` for every row of every complete epoch of ``topic``, by the markers."""
     from confluent_kafka import Consumer
     consumer = Consumer(consumer_config(brokers, None, None))
     states = {p: PartitionEpochs(topic, p) for p in range(PARTITIONS)}
-    got: dict = {}
+    rows: list = []
     try:
         for messages in scan(consumer, {(topic, p): 0 for p in range(PARTITIONS)}, timeout=10):
             for m in messages:
                 for epoch, records in states[m.partition()].record(m.offset(), m.headers(), m.value()):
-                    for row in JSON.decode([r[1] for r in records], [r[2] for r in records], topic,
-                                           m.partition(), [r[0] for r in records]):
-                        key = (row["epoch"], row["page"])
-                        assert key not in got, f"epoch {key[0]} page {key[1]} was written twice"
-                        got[key] = row
+                    rows.extend((epoch, row) for row in JSON.decode([r[1] for r in records], [r[2] for r in records],
+                                                                    topic, m.partition(), [r[0] for r in records]))
     finally:
         consumer.close()
+    return rows
+
+
+def read_results(brokers: str, topic: str) -> dict[tuple[int, str], dict]:
+    """Every complete epoch's results; fails on a (epoch, page) read twice."""
+    got: dict = {}
+    for _epoch, row in read_rows(brokers, topic):
+        key = (row["epoch"], row["page"])
+        assert key not in got, f"epoch {key[0]} page {key[1]} was written twice"
+        got[key] = row
     return got
 
 

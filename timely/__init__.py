@@ -9,6 +9,7 @@ state and (with the ``[kafka]`` extra) the Kafka connectors offer their methods 
 [0, 1]
 """
 from . import megaphone  # noqa: F401 - offers stream.state_machine / stateful_unary / stateful_binary
+from . import windows  # noqa: F401 - offers stream.window / reduce_window / collect_window
 from .config import Config, ConfigError
 from .dataflow.capability import Capability, CapabilityError
 from .dataflow.channels import Exchange, Pipeline

@@ -21,6 +21,9 @@
    exit) and the slowest epoch around it are printed.
 4. Spark reads the results back with ``timely-kafka`` and checks them against its own
    computation from the same events: exact equality per epoch, printed as a table.
+   The dataflow also writes per-page event-time windows (``--windows LENGTH:EVERY``
+   seconds, default 60:30) to a ``windows`` topic, which Spark checks against its own
+   ``window()`` over the same clicks ("spark window check").
 
 Prints what each stage did and how fast, each epoch's latency (its last marker handed
 to Kafka, by the marker's timestamp -> its results complete in ``results``, seen by a
@@ -142,6 +145,7 @@ class Report:
     cut_at: Optional[float] = None           # monotonic time the network to the broker was cut
     restored_at: Optional[float] = None      # ... and came back
     cut_after: Optional[int] = None          # the epoch after whose write it was cut
+    windows: dict = field(default_factory=dict)  # the window check (spark_jobs.compare_windows)
 
     @property
     def latencies_ms(self) -> dict[int, float]:
@@ -157,7 +161,7 @@ class Report:
     def differences(self) -> int:
         bad = sum(r["missing"] + r["extra"] + r["different"] + r["duplicated"] + r["wrong_epoch"]
                   for r in self.check)
-        return bad + (0 if self.check else 1) + sum(1 for c in self.codes if c)
+        return bad + (0 if self.check else 1) + sum(1 for c in self.codes if c) + window_differences(self.windows)
 
     def around_leave(self) -> dict[int, float]:
         """Latencies (ms) of the epochs readable from the SIGTERM to the leaver's exit,
@@ -187,7 +191,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
                  leave_after: Optional[int] = -1, leaver: int = 0, metrics_port: int = 0,
                  screenshot: Optional[str] = None, rows_per_message: Optional[int] = None,
                  spark_nice: int = 0, writer_tasks: Optional[int] = 1,
-                 outage: Optional[tuple] = None, say=print) -> Report:
+                 outage: Optional[tuple] = None, windows: Optional[tuple] = (60, 30), say=print) -> Report:
     """Run the pipeline on ``spark`` against ``brokers``; ``join_after``: the epoch after
     whose write a process joins (default a third of the way; -1 for none);
     ``kill_after``: the epoch after whose write process 1 is SIGKILLed and a
@@ -204,11 +208,13 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     as each task of a Python data source costs tens of milliseconds of CPU);
     ``outage``: ``(proxy, epoch, seconds)``: after that epoch's write, the network to
     the broker (a ``broker.proxy.TcpProxy`` every client reaches it through) is cut for
-    that long, and Spark writes again once it is back."""
+    that long, and Spark writes again once it is back; ``windows``: ``(length, every)``
+    seconds of the event-time windows the dataflow writes and Spark checks (None: none)."""
     report = Report()
     run = uuid.uuid4().hex[:8]
     clicks, results = f"clicks-{run}", f"results-{run}"
     create_topics(brokers, {clicks: partitions, results: partitions})
+    windowed = window_args(brokers, f"windows-{run}", partitions, windows)
     join_after = epochs // 3 if join_after is None else join_after
     kill_after = epochs // 2 if kill_after is None else kill_after
     leave_after = max(kill_after, join_after) + 1 if leave_after is None else leave_after
@@ -228,7 +234,7 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     extra = ["--brokers", brokers, "--clicks", clicks, "--results", results, "--epochs", str(epochs),
              "--group", f"pipeline-{run}", "--timeout", "30",
              # per-page state is small: one step moves the joiner's share at once
-             "--migration", migration, *progress]
+             "--migration", migration, *windowed, *progress]
     if metrics_port:
         extra += ["--metrics-port", str(metrics_port)]
         say("metrics: " + ", ".join(f"process {p} at http://127.0.0.1:{metrics_port + p}/metrics"
@@ -342,9 +348,47 @@ def run_pipeline(spark: Any, brokers: str, events: int = 1_000_000, epochs: int 
     verdict = "EXACT" if report.differences == 0 else f"{report.differences} DIFFERENCES"
     say(f"spark check: {len(report.check)} epochs, {sum(r['received'] for r in report.check):,} result rows: "
         f"{verdict} ({report.seconds['spark check']:.1f} s)")
+    if windows:
+        report.windows = check_windows(spark, clean, brokers, f"windows-{run}", windows, say)
     clean.unpersist()
     spark_jobs.release(frames)
     return report
+
+
+def window_args(brokers: str, topic: str, partitions: int, windows: Optional[tuple]) -> list[str]:
+    """The dataflow's arguments for event-time windows of ``(length, every)`` seconds
+    written to ``topic`` (created here), over Spark's epochs (``EPOCH_SECONDS`` from
+    ``START``); none for ``windows`` None."""
+    if not windows:
+        return []
+    create_topics(brokers, {topic: partitions})
+    return ["--windows", topic, "--window-seconds", str(windows[0]), "--slide-seconds", str(windows[1]),
+            "--epoch-seconds", str(spark_jobs.EPOCH_SECONDS), "--epoch-origin", str(spark_jobs.START)]
+
+
+def check_windows(spark: Any, clean: Any, brokers: str, topic: str, windows: tuple, say) -> dict:
+    """Spark's ``window()`` over the clean clicks against the dataflow's window rows in
+    ``topic``: printed, and returned (``spark_jobs.compare_windows``)."""
+    t = time.monotonic()
+    want = spark_jobs.expected_windows(clean, *windows)
+    got = spark_jobs.read_windows(spark, brokers, topic)
+    found = spark_jobs.compare_windows(want, got, spark_jobs.EPOCH_SECONDS, spark_jobs.START)
+    bad = window_differences(found)
+    verdict = "EXACT" if bad == 0 else f"{bad} DIFFERENCES"
+    say(f"spark window check: {found['windows']} windows of {windows[0]} s every {windows[1]} s, "
+        f"{found['expected']:,} (page, window) rows expected, {found['received']:,} received; missing "
+        f"{found['missing']}, extra {found['extra']}, different {found['different']}, duplicated "
+        f"{found['duplicated']}, in another epoch than the one closing the window {found['wrong_epoch']}; "
+        f"{found['clicks']:,} clicks in windows: {verdict} ({time.monotonic() - t:.1f} s)")
+    return found
+
+
+def window_differences(found: dict) -> int:
+    """What the window check found wrong (0: exact; 1 for a check with no rows at all)."""
+    if not found:
+        return 0
+    return (sum(found[k] for k in ("missing", "extra", "different", "duplicated", "wrong_epoch"))
+            + (0 if found["received"] else 1))
 
 
 def shoot(url: str, path: str, say) -> None:
@@ -412,6 +456,20 @@ def parse_outage(parser: argparse.ArgumentParser, text: str, epochs: int) -> tup
     if not sep or found is None or not 0 <= found[0] < epochs - 1 or found[1] <= 0:
         parser.error(f"--broker-outage takes EPOCH:SECONDS with 0 <= EPOCH < {epochs - 1} (an epoch must "
                      f"follow the outage) and SECONDS > 0, got {text!r}")
+    return found
+
+
+def parse_windows(parser: argparse.ArgumentParser, text: str) -> Optional[tuple[int, int]]:
+    """``LENGTH:EVERY`` as (length, every) seconds, None for ``off``, or a parser error."""
+    if text == "off":
+        return None
+    length, sep, every = text.partition(":")
+    try:
+        found = int(length), int(every)
+    except ValueError:
+        found = None
+    if not sep or found is None or not 0 < found[1] <= found[0]:
+        parser.error(f"--windows takes LENGTH:EVERY seconds with 0 < EVERY <= LENGTH, or off; got {text!r}")
     return found
 
 
@@ -484,7 +542,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--writer-tasks", type=int, default=1,
                         help="Spark tasks that write each epoch, each writing whole Kafka partitions "
                              "(default 1: Spark's CPU per epoch is least, and the dataflow gets the other core)")
+    parser.add_argument("--windows", default="60:30", metavar="LENGTH:EVERY",
+                        help="seconds of the event-time windows the dataflow writes and Spark checks with its "
+                             "own window() (default 60:30: 60 s windows every 30 s; off: none)")
     args = parser.parse_args(argv)
+    windows = parse_windows(parser, args.windows)
     if not 1 <= args.writer_tasks <= args.partitions:
         parser.error(f"--writer-tasks must be between 1 and --partitions ({args.partitions}), got {args.writer_tasks}")
     if not 0 <= args.spark_nice <= 19:
@@ -532,7 +594,7 @@ def main(argv: list[str]) -> int:
                               leave_after=args.leave_after, leaver=args.leaver,
                               metrics_port=metrics_port, screenshot=args.screenshot, pace=args.pace,
                               spark_nice=args.spark_nice, writer_tasks=args.writer_tasks,
-                              outage=outage and (proxy, *outage))
+                              outage=outage and (proxy, *outage), windows=windows)
         spark.stop()
     finally:
         if proxy is not None:

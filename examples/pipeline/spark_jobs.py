@@ -14,7 +14,9 @@ epoch, and ``release`` frees them.
 clean events: per (epoch, page) the clicks and distinct users, and their running totals.
 ``read_results`` reads the dataflow's results back with ``timely-kafka`` (complete epochs
 only) and ``compare`` joins the two: every row must match exactly, none may be missing
-or extra or present twice. Costs: Spark jobs over the events, O(events) each.
+or extra or present twice. ``expected_windows`` / ``read_windows`` / ``compare_windows``
+do the same for the dataflow's event-time windows, against Spark's own ``window()``.
+Costs: Spark jobs over the events, O(events) each.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from typing import Any, Iterable, Optional
 CATEGORIES = ["books", "music", "garden", "toys", "sports", "food", "travel", "home",
               "beauty", "games", "office", "tools"]
 START = 1_767_225_600          # 2026-01-01T00:00:00Z: the first window's start
+EPOCH_SECONDS = 60             # each epoch holds this many seconds of clicks
 
 RESULT_SCHEMA = ("epoch long, page string, category string, clicks long, users long, "
                  "total_clicks long, total_users long")
@@ -34,12 +37,13 @@ def catalog(spark: Any, pages: int) -> Any:
                                  "page string, category string")
 
 
-def raw_clicks(spark: Any, n: int, epochs: int, window_s: int = 60, users: int = 20_000,
+def raw_clicks(spark: Any, n: int, epochs: int, window_s: int = EPOCH_SECONDS, users: int = 20_000,
                pages: int = 500, seed: int = 7) -> Any:
-    """``n`` raw events as text columns ``user, page, ts``; 1 in 997 has no user, 1 in
+    """``n`` raw events as text columns ``user, page, ts`` (UTC); 1 in 997 has no user, 1 in
     1009 an unparseable time, 1 in 1013 a page outside the catalog. Page popularity is
     skewed (a few pages get most clicks), as in real clickstreams."""
     from pyspark.sql import functions as F
+    spark.conf.set("spark.sql.session.timeZone", "UTC")     # ts is UTC text, whatever the machine's zone
     ids = spark.range(n)
     h1 = F.pmod(F.xxhash64(F.col("id"), F.lit(seed)), F.lit(users))
     # squaring a uniform draw skews towards low page numbers
@@ -54,7 +58,7 @@ def raw_clicks(spark: Any, n: int, epochs: int, window_s: int = 60, users: int =
          .otherwise(F.date_format(F.timestamp_seconds(seconds), "yyyy-MM-dd HH:mm:ss")).alias("ts"))
 
 
-def clean(raw: Any, pages: Any, window_s: int = 60) -> tuple[Any, dict]:
+def clean(raw: Any, pages: Any, window_s: int = EPOCH_SECONDS) -> tuple[Any, dict]:
     """``(clean events, {reason: rows dropped})``: rows without a user or a parseable
     time are dropped, the rest joined to the catalog (unknown pages drop out) and given
     ``epoch`` = their time window since START. The clean frame is cached."""
@@ -195,3 +199,58 @@ def compare(want: Any, got: Any) -> list[dict]:
     rows = (per_epoch.join(dup, "epoch", "left").join(stamped, "epoch", "left")
             .fillna(0, ["duplicated", "wrong_epoch"]).orderBy("epoch").collect())
     return [row.asDict() for row in rows]
+
+
+WINDOW_SCHEMA = "page string, start long, end long, clicks long, users long"
+WINDOW_COLUMNS = ("clicks", "users")
+
+
+def expected_windows(events: Any, length_s: int, every_s: int) -> Any:
+    """Spark's own windows over the clean events: per page and ``window(ts, length,
+    every)`` (aligned to second 0, as Spark aligns them), the clicks and distinct users,
+    with ``start``/``end`` in seconds."""
+    from pyspark.sql import functions as F
+    at = F.to_timestamp(F.col("ts"), "yyyy-MM-dd HH:mm:ss")
+    w = F.window(at, f"{length_s} seconds", f"{every_s} seconds")
+    return (events.groupBy(w.alias("w"), "page")
+            .agg(F.count(F.lit(1)).alias("clicks"), F.countDistinct("user").alias("users"))
+            .select("page", F.unix_seconds(F.col("w.start")).alias("start"),
+                    F.unix_seconds(F.col("w.end")).alias("end"), "clicks", "users"))
+
+
+def read_windows(spark: Any, brokers: str, topic: str) -> Any:
+    """The dataflow's window rows, complete epochs only, with the epoch they came in."""
+    from pyspark.sql import functions as F
+    raw = (spark.read.format("timely-kafka").option("kafka.bootstrap.servers", brokers)
+           .option("subscribe", topic).load())
+    return raw.select(F.col("epoch").alias("marker_epoch"),
+                      F.from_json(F.col("value").cast("string"), WINDOW_SCHEMA).alias("r")).select("marker_epoch", "r.*")
+
+
+def compare_windows(want: Any, got: Any, epoch_seconds: int, origin: int) -> dict:
+    """Rows expected, received, and how many are missing, extra, duplicated, different,
+    or in another epoch than the one whose completion closes their window (the last
+    epoch holding a second before ``end``: ``ceil((end - origin) / epoch_seconds) - 1``),
+    in one Spark job. Exact equality means every count but the first two is 0."""
+    from pyspark.sql import functions as F
+    keys = ["page", "start", "end"]
+    closes = (F.ceil((F.col("end") - F.lit(origin)) / F.lit(epoch_seconds)) - 1).cast("long")
+    g = got.groupBy(*keys).agg(F.count(F.lit(1)).alias("copies"),
+                               F.sum((F.col("marker_epoch") != closes).cast("long")).alias("misplaced"),
+                               *[F.first(c).alias("g_" + c) for c in WINDOW_COLUMNS])
+    w = want.select(*keys, *[F.col(c).alias("w_" + c) for c in WINDOW_COLUMNS])
+    differs = F.lit(False)
+    for c in WINDOW_COLUMNS:
+        differs = differs | ~F.col("w_" + c).eqNullSafe(F.col("g_" + c))
+    both = F.col("w_clicks").isNotNull() & F.col("g_clicks").isNotNull()
+    row = w.join(g, keys, "full_outer").agg(
+        F.count(F.col("w_clicks")).alias("expected"),
+        F.sum(F.col("copies")).alias("received"),
+        F.sum(F.col("g_clicks").isNull().cast("long")).alias("missing"),
+        F.sum(F.col("w_clicks").isNull().cast("long")).alias("extra"),
+        F.sum((both & differs).cast("long")).alias("different"),
+        F.sum((F.col("copies") > 1).cast("long")).alias("duplicated"),
+        F.sum(F.col("misplaced")).alias("wrong_epoch"),
+        F.countDistinct("start", "end").alias("windows"),
+        F.sum(F.col("w_clicks")).alias("clicks")).first().asDict()
+    return {k: (v or 0) for k, v in row.items()}

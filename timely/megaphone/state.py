@@ -447,15 +447,16 @@ def stateful_unary(stream: Stream, control: Optional[Stream], key: Callable[[Any
 
 def stateful_epochs(stream: Stream, key: Callable[[Any], Any], name: str, make_apply: Callable,
                     bins: int, advanced: Optional[Callable[[Any], None]] = None,
-                    checkpointed: bool = True) -> Stream:
+                    checkpointed: bool = True, control: Optional[Stream] = None) -> Stream:
     """S with the caller's own ``apply``: ``make_apply(states, output, schedule)`` returns
     ``apply(time, cap, entries, bins_due, combined)``, called once per complete time with
     every record this worker's bins got at it (``entries``: ``(input, runs, records)``,
     split per bin by ``bin_slices``), for work per time that spans bins (the Kafka sink
     writes its partitions' epochs and markers with one flush). ``advanced(least)``: see
     ``_stateful``. ``apply`` names the keys it changes (``states.log.touch``), unless
-    ``checkpointed`` is False: the bins' state is then not checkpointed."""
-    return _stateful([stream], [key], None, name, bins, make_apply, tracked=False, advanced=advanced,
+    ``checkpointed`` is False: the bins' state is then not checkpointed. ``control``:
+    Megaphone commands (None: the cluster's rebalancer)."""
+    return _stateful([stream], [key], control, name, bins, make_apply, tracked=False, advanced=advanced,
                      checkpointed=checkpointed)
 
 
