@@ -39,6 +39,8 @@ METRICS = {
     "timely_kafka_sink_errors": ("counter", "records a kafka_sink could not deliver"),
     "timely_kafka_source_withdrawn": ("counter", "events a kafka_source(early=True) handed on before their "
                                                  "marker, then withdrew (orphans, partitions given away)"),
+    "timely_kafka_source_buffered_bytes": ("gauge", "bytes of record values a worker's Kafka sources read "
+                                                    "and the dataflow has not finished (--source-read-ahead)"),
     "timely_progress_batches_sent": ("counter", "progress batches sent (label mode: p2p or kafka)"),
     "timely_progress_batches_received": ("counter", "progress batches received"),
     "timely_progress_log_written": ("gauge", "Kafka progress mode: records a local worker wrote to its log"),
@@ -124,7 +126,10 @@ class Collector:
         sink.add_metric([], s["kafka"]["sink_errors"])
         withdrawn = _family("timely_kafka_source_withdrawn", [])
         withdrawn.add_metric([], s["kafka"]["withdrawn"])
-        yield from (lag, position, sink, withdrawn)
+        buffered = _family("timely_kafka_source_buffered_bytes", ["worker"])
+        for b in s["kafka"].get("buffered", ()):
+            buffered.add_metric([str(b["worker"])], b["bytes"])
+        yield from (lag, position, sink, withdrawn, buffered)
         mode = s["progress"]["mode"]
         for metric, key in (("timely_progress_batches_sent", "batches_sent"),
                             ("timely_progress_batches_received", "batches_received")):
