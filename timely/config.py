@@ -93,6 +93,10 @@ class Config:
     # bytes of record values a Kafka source may have read past what its dataflow has
     # finished, per worker (timely.connectors.kafka.read_ahead); 0: no bound
     source_read_ahead: int = 8 << 20
+    # bytes a worker may have in flight to a worker of another process on one channel,
+    # unacknowledged, before its dataflow's sources hold back (timely.communication.credit);
+    # 0: no credit
+    exchange_credit: int = 16 << 20
     extra: list[str] = dataclasses.field(default_factory=list)  # arguments not ours
 
     def validate(self) -> "Config":
@@ -151,6 +155,10 @@ class Config:
         if type(self.source_read_ahead) is not int or self.source_read_ahead < 0:
             raise ConfigError(f"source_read_ahead must be a number of bytes (such as 16M; 0: no bound), "
                               f"got {self.source_read_ahead!r}")
+        if type(self.exchange_credit) is not int or not (self.exchange_credit == 0
+                                                          or self.exchange_credit >= 256 << 10):
+            raise ConfigError(f"exchange_credit must be a number of bytes of at least 256K (such as 16M; "
+                              f"0: no credit), got {self.exchange_credit!r}")
         if self.join is not None:
             if self.nn is None:
                 raise ConfigError("joining (--join B) needs --nn, the number of processes once joined")
@@ -243,6 +251,9 @@ class Config:
         parser.add_argument("--gc-full-after", dest="gc_full_after", type=int)
         parser.add_argument("--source-read-ahead", dest="source_read_ahead", type=str, metavar="BYTES",
                             help="bytes a Kafka source may read past what its dataflow finished (8M; 0: no bound)")
+        parser.add_argument("--exchange-credit", dest="exchange_credit", type=str, metavar="BYTES",
+                            help="bytes in flight to a worker of another process per channel before the "
+                                 "sources hold back (16M; 0: no credit)")
         try:
             args, extra = parser.parse_known_args(list(argv))
         except SystemExit:
@@ -270,6 +281,7 @@ class Config:
                                 ("metrics_port", "TIMELY_METRICS_PORT", int),
                                 ("gc_full_after", "TIMELY_GC_FULL_AFTER", int),
                                 ("source_read_ahead", "TIMELY_SOURCE_READ_AHEAD", str),
+                                ("exchange_credit", "TIMELY_EXCHANGE_CREDIT", str),
                                 ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):
             if name in env:
                 try:
@@ -284,8 +296,9 @@ class Config:
             if not sep or not name:
                 raise ConfigError(f"--kafka-option {item!r} is not KEY=VALUE")
             values.setdefault("kafka_options", {})[name] = int(value) if value.isdigit() else value
-        if isinstance(values.get("source_read_ahead"), str):
-            values["source_read_ahead"] = parse_bytes(values["source_read_ahead"], "source_read_ahead")
+        for key in ("source_read_ahead", "exchange_credit"):
+            if isinstance(values.get(key), str):
+                values[key] = parse_bytes(values[key], key)
         config = cls(**values, extra=extra)
         if config.hostfile:
             config.addresses = read_hostfile(config.hostfile)

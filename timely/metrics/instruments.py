@@ -9,7 +9,8 @@ always (an add per batch), so switching metrics on changes nothing on a per-reco
 ``worker_numbers(worker)`` reads one worker's figures for the status page and the
 Prometheus collector (``timely.metrics.status``): per dataflow, per operator (records
 and batches in and out, seconds scheduled, input frontiers) and the epochs; the bins
-and keys of its stateful operators; its Kafka sources' lag and read-ahead; its checkpoints. It runs on
+and keys of its stateful operators; its Kafka sources' lag and read-ahead; the bytes it
+has in flight to other processes (exchange credit); its checkpoints. It runs on
 the metrics server's thread while the worker steps: it reads counters and copies
 containers, and a container that changes under it is read again.
 
@@ -139,8 +140,11 @@ def worker_numbers(worker: Any) -> dict:
                           "restored": None if ctx.restored is None else ctx.restored.label}
     progress = {"batches_sent": sum(p.batches_sent for p in list(worker.progcasters.values())),
                 "batches_received": sum(p.batches_received for p in list(worker.progcasters.values()))}
+    credit = getattr(worker.allocator, "credit", None)
+    in_flight = None if credit is None else {"worker": worker.index, "bytes": _retry(credit.in_flight),
+                                             "limit": credit.limit}
     return {"dataflows": dataflows, "stateful": stateful, "lag": lag, "sink_errors": sink_errors,
-            "withdrawn": withdrawn, "buffered": buffered,
+            "withdrawn": withdrawn, "buffered": buffered, "in_flight": in_flight,
             "checkpoint": checkpoint, "progress": progress, "rollbacks": worker.rollbacks,
             "recovery_seconds": worker.recovery_seconds}
 

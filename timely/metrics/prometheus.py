@@ -41,6 +41,8 @@ METRICS = {
                                                  "marker, then withdrew (orphans, partitions given away)"),
     "timely_kafka_source_buffered_bytes": ("gauge", "bytes of record values a worker's Kafka sources read "
                                                     "and the dataflow has not finished (--source-read-ahead)"),
+    "timely_exchange_in_flight_bytes": ("gauge", "bytes a worker sent to workers of other processes that "
+                                                 "they have not acknowledged as consumed (--exchange-credit)"),
     "timely_progress_batches_sent": ("counter", "progress batches sent (label mode: p2p or kafka)"),
     "timely_progress_batches_received": ("counter", "progress batches received"),
     "timely_progress_log_written": ("gauge", "Kafka progress mode: records a local worker wrote to its log"),
@@ -129,7 +131,10 @@ class Collector:
         buffered = _family("timely_kafka_source_buffered_bytes", ["worker"])
         for b in s["kafka"].get("buffered", ()):
             buffered.add_metric([str(b["worker"])], b["bytes"])
-        yield from (lag, position, sink, withdrawn, buffered)
+        in_flight = _family("timely_exchange_in_flight_bytes", ["worker"])
+        for f in s.get("exchange", {}).get("in_flight", ()):
+            in_flight.add_metric([str(f["worker"])], f["bytes"])
+        yield from (lag, position, sink, withdrawn, buffered, in_flight)
         mode = s["progress"]["mode"]
         for metric, key in (("timely_progress_batches_sent", "batches_sent"),
                             ("timely_progress_batches_received", "batches_received")):

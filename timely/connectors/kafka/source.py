@@ -27,8 +27,9 @@ read (epochs are milliseconds since 1970, a new one every ``epoch_records`` reco
 A source reads at most ``read_ahead`` bytes (``--source-read-ahead``) past what its
 dataflow has finished: the inputs of the operators downstream of it whose outputs go
 nowhere (``timely.dataflow.completion``), as ``timely.connectors.kafka.read_ahead``
-says; held for want of credit, it looks again every millisecond while the dataflow
-works on.
+says. It reads nothing either while a channel of its dataflow has used its exchange
+credit toward a worker of another process (``timely.communication.credit``). Held, it
+looks again every millisecond while the dataflow works on.
 
 Costs: see the parts: ``source_state`` (a worker's consumer and its partitions'
 epochs: polling, decoding, committing), ``steps`` (the source's step per activation,
@@ -63,9 +64,14 @@ def _sources(worker: Any) -> dict:
     return found
 
 
-def _waits(state: KafkaSourceState) -> str:
-    """What a source holding the frontier waits for (timely.stall): the partitions whose
-    next epoch has not had its marker, and where they read."""
+def _waits(state: KafkaSourceState, worker: Any, dataflow: int) -> str:
+    """What a source holding the frontier waits for (timely.stall): credit, or the
+    partitions whose next epoch has not had its marker, and where they read."""
+    if worker.credit_exhausted(dataflow):
+        credit = worker.allocator.credit
+        over = max(credit.over, key=lambda w: w.in_flight)
+        return (f"credit: {over.in_flight} bytes sent to worker {over.target} are not acknowledged "
+                f"(--exchange-credit {credit.limit})")
     flow = state.flow
     if flow is not None and flow.holding:
         return (f"credit: it read {flow.buffered} bytes past epoch {flow.frontier}, which the dataflow "
@@ -165,7 +171,7 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     _sources(worker)[(scope.path, stream.source.node)] = state
     worker.checkpoint_context.add_source(state)
     if worker.stall is not None:
-        worker.stall.waits(path, lambda: _waits(state))
+        worker.stall.waits(path, lambda: _waits(state, worker, scope.path[0]))
 
     completion: list = []
 
@@ -180,7 +186,8 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
 
     def constructor(caps):
         held = Capabilities(caps)
-        holder = {"cap": held, "idle": False, "held": False, "routing": None, "moving": False, "wait": 0.0}
+        holder = {"cap": held, "idle": False, "held": False, "routing": None, "moving": False, "wait": 0.0,
+                  "credit": lambda: worker.credit_exhausted(scope.path[0])}
         if not state.parts:
             held.drop()
             holder["cap"] = None

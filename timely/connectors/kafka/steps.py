@@ -11,7 +11,8 @@
   every ``epoch_records`` records or ``epoch_ms`` ms).
 
 Each step calls ``hand_off`` (``timely.connectors.kafka.handoff``) between reading and
-moving the capability on. Under a read-ahead bound (``timely.connectors.kafka.read_ahead``)
+moving the capability on. A step reads nothing while the dataflow's exchange credit
+toward another process is used up (``timely.communication.credit``). Under a read-ahead bound (``timely.connectors.kafka.read_ahead``)
 a step first asks how much it may read (``_read``), given the dataflow's completion
 frontier, and counts the bytes it read by epoch. Costs: one ``poll`` of the source's
 state, O(records read) to file them by partition and epoch, and (markers)
@@ -28,8 +29,13 @@ from .source_state import KafkaSourceState
 def _read(state: KafkaSourceState, holder: dict, batch_size: int, next_epochs: Callable[[], dict],
           frontier: Callable[[], Optional[int]]) -> list:
     """This step's messages: ``batch_size`` of them, or under the read-ahead bound what
-    it allows (``holder["held"]``: none, for want of credit)."""
+    it allows; none while the dataflow's exchange credit is used up (``holder["credit"]``,
+    a callable) or the bound holds (``holder["held"]`` either way)."""
+    if holder["credit"]():
+        holder["held"] = True
+        return []
     if state.flow is None:
+        holder["held"] = False
         return state.poll(batch_size)
     n = state.regulate(next_epochs(), frontier(), batch_size)
     holder["held"] = not n
