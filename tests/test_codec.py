@@ -161,11 +161,17 @@ class _Hub:
         self.timeout = 10.0
         self.process = 0
         self.delivered = []
+        self.sizes = []             # each data frame's size, as delivered (credit counts it)
+        self.credits = []
         self.lost = []
         self.done = threading.Event()
 
-    def deliver(self, channel, source, first, last, seq, payload):
+    def deliver(self, channel, source, first, last, seq, payload, size):
         self.delivered.append((channel, source, first, last, seq, payload))
+        self.sizes.append(size)
+
+    def credit(self, entries):
+        self.credits.append(entries)
 
     def control(self, conn, source, first, last, payload):
         self.delivered.append(("control", payload))
@@ -210,6 +216,7 @@ def test_receive_loop_reassembles_frames_split_anywhere_and_larger_than_its_buff
     payloads = [(0, ["a", (1, 2)]), (1, big), (2, []), (3, ["b"] * 5000)]
     frames = [encode_frame(5, 1, 0, 0, i, p) for i, p in enumerate(payloads)]
     frames.append(encode_frame(CONTROL, -1, 0, 0, 0, ("hb",)))
+    frames.append(encode_frame(CONTROL, 2, 0, 0, 0, ("credit", [(5, 0, 2, 4096)])))
     frames.append(encode_frame(CONTROL, -1, 0, 0, 0, ("rescale", 7)))
     frames.append(encode_frame(CONTROL, -1, 0, 0, 0, ("bye",)))
     data = b"".join(frames)
@@ -220,6 +227,8 @@ def test_receive_loop_reassembles_frames_split_anywhere_and_larger_than_its_buff
     expected = [(5, 1, 0, 0, i, decode_payload(encode_frame(5, 1, 0, 0, i, p)[HEADER.size:]))
                 for i, p in enumerate(payloads)]
     assert hub.delivered == expected + [("control", ("rescale", 7))]
+    assert hub.sizes == [len(f) for f in frames[:len(payloads)]]       # what a sender counts
+    assert hub.credits == [((5, 0, 2, 4096),)]                            # to the hub, not the workers
 
 
 def test_receive_loop_fail_stops_on_a_malformed_frame_after_good_ones():

@@ -10,13 +10,18 @@ input order, and its bucket is timely's route: ``key % peers`` for a non-negativ
 key (``exchange(|x| *x)`` sends 8 to worker 2 of 3), ``stable_hash64(key) % peers``,
 Megaphone's hash, for any other key; (c) a
 dataflow's ``Exchange`` and ``stream.exchange`` route records that way in-process too,
-and ``broadcast`` still reaches every worker once (it routes by index, not by hash).
+and ``broadcast`` still reaches every worker once (it routes by index, not by hash);
+(d) across processes an exchange carries credit (``timely.communication.credit``): a
+receiving worker that falls behind makes its sender hold back, with the bytes in
+flight and delivered to it bounded by the credit, and every record still arrives
+once, in both twins.
 
 A compiled twin that is not importable makes the twin tests FAIL (a broken build must be
 noticed) unless ``TIMELY_NO_CYTHON=1`` says it was skipped on purpose: then they skip.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -31,6 +36,7 @@ from bounded import execute_bounded
 
 from timely import Exchange
 from timely.dataflow import exchange
+from timely.launch import LocalCluster
 from timely.megaphone.bins import py_stable_hash64
 from timely._twin import pure_python_forced
 from twin_calls import outcome
@@ -257,3 +263,33 @@ def test_broadcast_reaches_every_worker_once():
     results = execute_bounded(workers, build)
     everything = sorted((w, i) for w in range(workers) for i in range(4))
     assert results == [everything] * workers
+
+
+# ---- credit: a slow receiver holds its sender back -------------------------------------------
+SLOW_RECEIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs", "slow_receiver_job.py")
+
+
+def test_a_slow_receiver_holds_its_sender_back_and_every_record_arrives_once(exchange_twin, tmp_path):
+    """Worker 1 (another process) blocks on its first record until worker 0 has been held
+    by the credit: meanwhile worker 0 cannot have more than the credit and one batch in
+    flight, nor worker 1 more delivered; then everything arrives, once."""
+    env = {"TIMELY_PURE_PYTHON": "1" if exchange_twin.name == "python" else "0"}
+    batches, per_batch, limit = 100, 500, 1 << 20
+    job = [SLOW_RECEIVER, "--release", str(tmp_path / "release"), "--batches", str(batches),
+           "--per-batch", str(per_batch)]
+    with LocalCluster(job, slots=2, extra=["--exchange-credit", "1M", "--timeout", "20"], env=env) as cluster:
+        cluster.start(2)
+        codes = cluster.wait(60)
+        log = "\n".join(cluster.interleaved())
+        lines = [line for p in cluster.processes for _, line in p.lines if line.startswith("result ")]
+    assert codes == [0, 0], log
+    results = {r["worker"]: r for r in (json.loads(line[len("result "):]) for line in lines)}
+    sender, receiver = results[0], results[1]
+    assert sender["twins"] == receiver["twins"] == [exchange_twin.name] * 2
+    batch = len(json.dumps([(1, 0, "x" * 100)] * per_batch))      # a batch's frame, about
+    assert sender["held"] >= 1, "the sender never held: the receiver was never behind"
+    assert sender["limit"] == limit and sender["most_in_flight"] <= limit + batch, sender
+    assert receiver["delivered"] <= limit + batch, receiver
+    assert batches * per_batch * 110 > 4 * (limit + batch), "the test sends too little to need credit"
+    n = batches * per_batch
+    assert (receiver["count"], receiver["sum"]) == (n, n * (n - 1) // 2)

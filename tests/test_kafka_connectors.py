@@ -869,3 +869,102 @@ def test_early_applies_only_to_epochs_that_markers_end():
     with pytest.raises(ValueError, match="early=True hands records on before their epoch's marker"):
         timely.execute(1, lambda w: w.dataflow(lambda scope: scope.kafka_source(
             "127.0.0.1:1", "t", epochs="ingestion", epoch_records=10, early=True)))
+
+
+# ---- read-ahead: a backlog is read a bounded amount ahead of what the dataflow finished ----------
+def padded_epoch(epoch: int, partitions, per_partition: int) -> dict[int, list[dict]]:
+    """Events of about 200 bytes each (the read-ahead counts the bytes of values)."""
+    return {p: [{**event(epoch, p, i), "pad": "x" * 150} for i in range(per_partition)] for p in partitions}
+
+
+def write_backlog(brokers: str, topic: str, epochs: dict[int, dict[int, list]], rows: int = 80) -> None:
+    """Append ``epochs`` to a topic that holds nothing yet in the partitions named, under
+    the epoch contract (each epoch's events ``rows`` to a record, as Spark's writer packs
+    them, then its markers), with one flush at the end: the offsets count from 0."""
+    producer = Producer(producer_config(brokers, None))
+    offsets: dict[int, int] = collections.defaultdict(int)
+    for e, by_partition in sorted(epochs.items()):
+        for p, events in by_partition.items():
+            first = offsets[p]
+            for i in range(0, len(events), rows):
+                chunk = events[i:i + rows]
+                producer.produce(topic, JSON.dumps_many(chunk), partition=p, headers=data_headers(e, rows=len(chunk)))
+                offsets[p] += 1
+            producer.produce(topic, b"", partition=p, headers=marker_headers(e, first, offsets[p]))
+            offsets[p] += 1
+    assert producer.flush(30) == 0
+
+
+def read_counts_bounded(brokers: str, topic: str, epochs: int, limit: int, on_step) -> tuple:
+    """Count per user and epoch with ``kafka_source(read_ahead=limit)``, one worker,
+    stepping by hand with ``on_step(flow)`` after every step. Returns the counts and
+    the source's ``ReadAhead``."""
+    def build(worker):
+        captured = worker.dataflow(lambda scope: count_by_user(
+            scope.kafka_source(brokers, topic, end_epoch=epochs, read_ahead=limit)).capture())
+        (state,) = worker.kafka_sources.values()
+        flow = state.flow
+        deadline = time.monotonic() + STEP_TIMEOUT
+        while worker.step_or_park(0.005):
+            assert time.monotonic() < deadline, "the dataflow did not complete"
+            on_step(flow)
+        return {(t, u): n for t, rs in captured.by_time().items() for u, n in rs}, flow
+    (counts, flow), = timely.execute(1, build)
+    return counts, flow
+
+
+def read_ahead_bound(limit: int) -> int:
+    """What a source bounded to ``limit`` may hold (``timely.connectors.kafka.read_ahead``):
+    half the bound more while a partition lags, one step's read, and what the client
+    hands on before the lagging partition's records (its queue, and one fetch)."""
+    from timely.connectors.kafka.read_ahead import client_settings, default_step
+    client = client_settings(limit)
+    return limit + limit // 2 + default_step(limit) + (client["queued.max.messages.kbytes"] << 10) \
+        + client["fetch.max.bytes"]
+
+
+def test_a_backlog_is_read_at_most_the_read_ahead_past_what_the_dataflow_finished(tansu):
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 4})
+    epochs = {e: padded_epoch(e, range(4), 80) for e in range(160)}   # 64 KB an epoch, 10 MB in all
+    write_backlog(B, inp, epochs)
+    limit = 512 << 10
+    seen = []
+
+    def check(flow):
+        assert flow.buffered <= read_ahead_bound(limit), flow.by_epoch
+        seen.append(flow.buffered)
+
+    counts, flow = read_counts_bounded(B, inp, 160, limit, check)
+    assert counts == expected_counts(epochs)
+    assert flow.held > 0 and max(seen) >= limit, "the bound never held the source: the test reads too little"
+    backlog = sum(len(orjson.dumps(ev)) for by in epochs.values() for evs in by.values() for ev in evs)
+    assert 3 * read_ahead_bound(limit) < backlog, "the backlog would fit under the bound"
+    assert flow.buffered == 0
+
+
+def test_partitions_ahead_of_a_lagging_one_pause_and_resume_exactly(tansu):
+    """Three partitions hold a backlog, the fourth has not written epoch 0 yet: the
+    frontier waits for it, so the others are paused once half the bound more went by,
+    instead of being read to their end; when the fourth is written everything
+    resumes, and every epoch is counted once."""
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 4})
+    epochs = {e: padded_epoch(e, range(4), 80) for e in range(160)}
+    write_backlog(B, inp, {e: {p: by[p] for p in range(3)} for e, by in epochs.items()})
+    limit = 512 << 10
+    late: list = []
+
+    def check(flow):
+        assert flow.buffered <= read_ahead_bound(limit), flow.by_epoch
+        if not late and flow.paused == {(inp, p) for p in range(3)}:
+            assert flow.frontier == 0
+            late.append(flow.buffered)
+            write_backlog(B, inp, {e: {3: by[3]} for e, by in epochs.items()})   # it catches up
+
+    counts, flow = read_counts_bounded(B, inp, 160, limit, check)
+    assert late and late[0] >= limit + limit // 2, "the partitions ahead were never paused"
+    assert counts == expected_counts(epochs)
+    assert not flow.paused and flow.buffered == 0

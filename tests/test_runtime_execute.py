@@ -264,6 +264,10 @@ def test_from_args_parses_timely_flags(clean_env):
     assert (c.workers, c.processes, c.process) == (1, 1, 0)
     assert Config.from_args([], env={"TIMELY_WORKERS": "4"}).workers == 4
     assert Config.from_args(["-w", "2"], env={"TIMELY_WORKERS": "4"}).workers == 2   # args win
+    assert c.source_read_ahead == 8 << 20
+    assert Config.from_args(["--source-read-ahead", "512K"], env={}).source_read_ahead == 512 << 10
+    assert Config.from_args([], env={"TIMELY_SOURCE_READ_AHEAD": "0"}).source_read_ahead == 0
+    assert (c.exchange_credit, Config.from_args(["--exchange-credit", "0"], env={}).exchange_credit) == (16 << 20, 0)
 
 
 @pytest.mark.parametrize("argv,setting", [
@@ -277,6 +281,9 @@ def test_from_args_parses_timely_flags(clean_env):
     (["-n", "2", "-p", "-1"], "process"),
     (["-p", "y"], "-p"),
     (["--gc-full-after", "-1"], "gc_full_after"),
+    (["--source-read-ahead", "lots"], "source_read_ahead"),
+    (["--source-read-ahead=-1M"], "source_read_ahead"),
+    (["--exchange-credit", "100K"], "exchange_credit"),
 ])
 def test_from_args_rejects_bad_values_naming_the_setting(clean_env, argv, setting):
     with pytest.raises(ConfigError) as info:

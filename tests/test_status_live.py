@@ -70,6 +70,11 @@ def test_metrics_and_the_status_page_follow_a_real_run_and_a_join(tansu, tmp_pat
             assert total(x, "timely_operator_batches_in_total") > 0 < total(x, "timely_operator_batches_out_total")
             assert total(x, "timely_operator_scheduled_seconds_total") > 0
             assert total(x, "timely_kafka_sink_errors_total") == 0
+            # each worker's source reads a bounded amount ahead (--source-read-ahead, 8 MiB)
+            assert ("timely_kafka_source_buffered_bytes", (("worker", str(p)),)) in x
+            assert 0 <= total(x, "timely_kafka_source_buffered_bytes") <= 12 << 20
+            # and the bytes it has in flight to the other process stay within the credit (16 MiB)
+            assert 0 <= total(x, "timely_exchange_in_flight_bytes", worker=str(p)) <= 16 << 20
             assert total(x, "timely_migrations_in_flight") == 0
             assert total(x, "timely_rollbacks_total") == 0
         # the sink's input passes the epochs written so far, and their checkpoint commits

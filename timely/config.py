@@ -93,6 +93,13 @@ class Config:
     # while the workers run, a full collection of Python's cyclic GC is considered after
     # this many middle-generation ones (timely.collector; Python's own: 10); 0: unchanged
     gc_full_after: int = 1000
+    # bytes of record values a Kafka source may have read past what its dataflow has
+    # finished, per worker (timely.connectors.kafka.read_ahead); 0: no bound
+    source_read_ahead: int = 8 << 20
+    # bytes a worker may have in flight to a worker of another process on one channel,
+    # unacknowledged, before its dataflow's sources hold back (timely.communication.credit);
+    # 0: no credit
+    exchange_credit: int = 16 << 20
     extra: list[str] = dataclasses.field(default_factory=list)  # arguments not ours
 
     def validate(self) -> "Config":
@@ -150,6 +157,13 @@ class Config:
         if type(self.gc_full_after) is not int or self.gc_full_after < 0:
             raise ConfigError(f"gc_full_after must be a whole number of collections (0: Python's own "
                               f"setting), got {self.gc_full_after!r}")
+        if type(self.source_read_ahead) is not int or self.source_read_ahead < 0:
+            raise ConfigError(f"source_read_ahead must be a number of bytes (such as 16M; 0: no bound), "
+                              f"got {self.source_read_ahead!r}")
+        if type(self.exchange_credit) is not int or not (self.exchange_credit == 0
+                                                          or self.exchange_credit >= 256 << 10):
+            raise ConfigError(f"exchange_credit must be a number of bytes of at least 256K (such as 16M; "
+                              f"0: no credit), got {self.exchange_credit!r}")
         if self.join is not None:
             if self.nn is None:
                 raise ConfigError("joining (--join B) needs --nn, the number of processes once joined")
@@ -241,6 +255,11 @@ class Config:
         parser.add_argument("--checkpoint-compact-keys", dest="checkpoint_compact_keys", type=int)
         parser.add_argument("--metrics-port", dest="metrics_port", type=int)
         parser.add_argument("--gc-full-after", dest="gc_full_after", type=int)
+        parser.add_argument("--source-read-ahead", dest="source_read_ahead", type=str, metavar="BYTES",
+                            help="bytes a Kafka source may read past what its dataflow finished (8M; 0: no bound)")
+        parser.add_argument("--exchange-credit", dest="exchange_credit", type=str, metavar="BYTES",
+                            help="bytes in flight to a worker of another process per channel before the "
+                                 "sources hold back (16M; 0: no credit)")
         try:
             args, extra = parser.parse_known_args(list(argv))
         except SystemExit:
@@ -268,6 +287,8 @@ class Config:
                                 ("checkpoint_compact_keys", "TIMELY_CHECKPOINT_COMPACT_KEYS", int),
                                 ("metrics_port", "TIMELY_METRICS_PORT", int),
                                 ("gc_full_after", "TIMELY_GC_FULL_AFTER", int),
+                                ("source_read_ahead", "TIMELY_SOURCE_READ_AHEAD", str),
+                                ("exchange_credit", "TIMELY_EXCHANGE_CREDIT", str),
                                 ("rescaling", "TIMELY_RESCALING", lambda v: v not in ("", "0", "false", "off"))):
             if name in env:
                 try:
@@ -282,6 +303,9 @@ class Config:
             if not sep or not name:
                 raise ConfigError(f"--kafka-option {item!r} is not KEY=VALUE")
             values.setdefault("kafka_options", {})[name] = int(value) if value.isdigit() else value
+        for key in ("source_read_ahead", "exchange_credit"):
+            if isinstance(values.get(key), str):
+                values[key] = parse_bytes(values[key], key)
         config = cls(**values, extra=extra)
         if config.hostfile:
             config.addresses = read_hostfile(config.hostfile)
@@ -294,6 +318,28 @@ class Config:
             host, _, port = self.addresses[process].rpartition(":")
             return host, int(port)
         return "127.0.0.1", self.base_port + process
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_bytes(text: str, setting: str) -> int:
+    """A number of bytes, with an optional binary unit: ``512K``, ``16M``, ``1G`` (or
+    ``KiB``/``MiB``/``GiB``).
+
+    >>> parse_bytes("16M", "x"), parse_bytes("512KiB", "x"), parse_bytes("0", "x")
+    (16777216, 524288, 0)
+    >>> parse_bytes("lots", "source_read_ahead")
+    Traceback (most recent call last):
+    ...
+    timely.config.ConfigError: source_read_ahead must be a number of bytes such as 16M, 512K or 0, got 'lots'
+    """
+    value = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = value[-1:] if value[-1:] in _UNITS else ""
+    number = value[:len(value) - len(unit)].strip()
+    if not number.isdigit():
+        raise ConfigError(f"{setting} must be a number of bytes such as 16M, 512K or 0, got {text!r}")
+    return int(number) * _UNITS[unit]
 
 
 def _refuse_unknown_options(parser: argparse.ArgumentParser, extra: list[str]) -> None:

@@ -378,6 +378,20 @@ class Worker:
         """How many workers Exchange routes to."""
         return len(self.routing_workers)
 
+    def credit_exhausted(self, index: int) -> bool:
+        """Whether a channel of dataflow ``index`` has used its credit toward a worker of
+        another process (``timely.communication.credit``): its sources hold back until
+        the receivers acknowledge what they consumed."""
+        credit = getattr(self.allocator, "credit", None)
+        if credit is None or not credit.over:
+            return False
+        paths = self._channel_paths
+
+        def in_dataflow(channel: int) -> Optional[bool]:
+            path = paths.get(channel)
+            return None if path is None else path[0] == index
+        return credit.exhausted(in_dataflow)
+
     def data_channels(self) -> list[int]:
         """The channels that carry records (not progress) to this worker."""
         return [ch for ch in self._channel_paths if ch not in self.progcasters]

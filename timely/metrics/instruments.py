@@ -9,7 +9,8 @@ always (an add per batch), so switching metrics on changes nothing on a per-reco
 ``worker_numbers(worker)`` reads one worker's figures for the status page and the
 Prometheus collector (``timely.metrics.status``): per dataflow, per operator (records
 and batches in and out, seconds scheduled, input frontiers) and the epochs; the bins
-and keys of its stateful operators; its Kafka sources' lag; its checkpoints. It runs on
+and keys of its stateful operators; its Kafka sources' lag and read-ahead; the bytes it
+has in flight to other processes (exchange credit); its checkpoints. It runs on
 the metrics server's thread while the worker steps: it reads counters and copies
 containers, and a container that changes under it is read again.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..dataflow.completion import reachable, successors
 from ..progress.subgraph import subgraphs
 from .epochs import EpochClock
 
@@ -63,17 +65,8 @@ def edges(subgraph: Any) -> tuple[list[tuple[int, int]], list[int]]:
     ([(3, 0)], [4])
     """
     children = subgraph.children[1:]
-    succ = {c.index: {t.node for targets in c.edges for t in targets if t.node} for c in children}
-
-    def reach(start: int) -> set:
-        seen, stack = set(), [start]
-        while stack:
-            for n in succ.get(stack.pop(), ()):
-                if n not in seen:
-                    seen.add(n)
-                    stack.append(n)
-        return seen
-    reached = {i: reach(i) for i in succ}
+    succ = successors(subgraph)
+    reached = {i: reachable(succ, i) for i in succ}
     # a source: every operator that reaches it is one it reaches (its own loop)
     sources = {i for i in succ if all(i not in reached[j] or j in reached[i] or j == i for j in succ)}
     loop = {i: {j for j in reached[i] if i in reached[j]} | {i} for i in sources}
@@ -137,6 +130,9 @@ def worker_numbers(worker: Any) -> dict:
         lag.extend(_source_lag(state, worker.index))
     sink_errors = sum(len(s._errors) for ctx in list(worker.checkpoint_contexts.values()) for s in ctx.sinks)
     withdrawn = sum(s.withdrawals for s in sources)
+    flows = [s.flow for s in sources if s.flow is not None]
+    buffered = {"worker": worker.index, "bytes": sum(f.buffered for f in flows),
+                "limit": sum(f.limit for f in flows), "held": sum(f.held for f in flows)} if flows else None
     checkpoint = None
     for ctx in list(worker.checkpoint_contexts.values()):
         if ctx.enabled:
@@ -144,8 +140,11 @@ def worker_numbers(worker: Any) -> dict:
                           "restored": None if ctx.restored is None else ctx.restored.label}
     progress = {"batches_sent": sum(p.batches_sent for p in list(worker.progcasters.values())),
                 "batches_received": sum(p.batches_received for p in list(worker.progcasters.values()))}
+    credit = getattr(worker.allocator, "credit", None)
+    in_flight = None if credit is None else {"worker": worker.index, "bytes": _retry(credit.in_flight),
+                                             "limit": credit.limit}
     return {"dataflows": dataflows, "stateful": stateful, "lag": lag, "sink_errors": sink_errors,
-            "withdrawn": withdrawn,
+            "withdrawn": withdrawn, "buffered": buffered, "in_flight": in_flight,
             "checkpoint": checkpoint, "progress": progress, "rollbacks": worker.rollbacks,
             "recovery_seconds": worker.recovery_seconds}
 

@@ -43,6 +43,10 @@ METRICS = {
                                               "(librdkafka's lines and errors, counted, not printed)"),
     "timely_kafka_source_withdrawn": ("counter", "events a kafka_source(early=True) handed on before their "
                                                  "marker, then withdrew (orphans, partitions given away)"),
+    "timely_kafka_source_buffered_bytes": ("gauge", "bytes of record values a worker's Kafka sources read "
+                                                    "and the dataflow has not finished (--source-read-ahead)"),
+    "timely_exchange_in_flight_bytes": ("gauge", "bytes a worker sent to workers of other processes that "
+                                                 "they have not acknowledged as consumed (--exchange-credit)"),
     "timely_progress_batches_sent": ("counter", "progress batches sent (label mode: p2p or kafka)"),
     "timely_progress_batches_received": ("counter", "progress batches received"),
     "timely_progress_log_written": ("gauge", "Kafka progress mode: records a local worker wrote to its log"),
@@ -128,7 +132,13 @@ class Collector:
         sink.add_metric([], s["kafka"]["sink_errors"])
         withdrawn = _family("timely_kafka_source_withdrawn", [])
         withdrawn.add_metric([], s["kafka"]["withdrawn"])
-        yield from (lag, position, sink, withdrawn)
+        buffered = _family("timely_kafka_source_buffered_bytes", ["worker"])
+        for b in s["kafka"].get("buffered", ()):
+            buffered.add_metric([str(b["worker"])], b["bytes"])
+        in_flight = _family("timely_exchange_in_flight_bytes", ["worker"])
+        for f in s.get("exchange", {}).get("in_flight", ()):
+            in_flight.add_metric([str(f["worker"])], f["bytes"])
+        yield from (lag, position, sink, withdrawn, buffered, in_flight)
         up = _family("timely_kafka_broker_up", ["address"])
         errors = _family("timely_kafka_broker_errors", ["address"])
         for b in s["kafka"]["brokers"]:

@@ -58,7 +58,7 @@ def process_status(source: Source) -> dict:
     """``/status.json`` (see the module)."""
     from ..visualize import describe_dataflow
     dataflows: dict[int, dict] = {}
-    stateful, lag, checkpoint = [], [], None
+    stateful, lag, buffered, in_flight, checkpoint = [], [], [], [], None
     sink_errors = rollbacks = withdrawn = 0
     recovery: Optional[float] = None
     progress = {"mode": source.config.progress_mode, "batches_sent": 0, "batches_received": 0}
@@ -75,6 +75,10 @@ def process_status(source: Source) -> dict:
         lag.extend(numbers["lag"])
         sink_errors += numbers["sink_errors"]
         withdrawn += numbers["withdrawn"]
+        if numbers["buffered"] is not None:
+            buffered.append(numbers["buffered"])
+        if numbers["in_flight"] is not None:
+            in_flight.append(numbers["in_flight"])
         checkpoint = numbers["checkpoint"] or checkpoint
         rollbacks = max(rollbacks, numbers["rollbacks"])
         recovery = numbers["recovery_seconds"] if numbers["recovery_seconds"] is not None else recovery
@@ -92,9 +96,10 @@ def process_status(source: Source) -> dict:
             "stateful": stateful,
             "migrations": {"in_flight": sum(s["migrations_pending"] for s in stateful),
                            "bins_moved": sum(s["bins_received"] for s in stateful)},
-            "kafka": {"lag": lag, "sink_errors": sink_errors, "withdrawn": withdrawn,
+            "kafka": {"lag": lag, "sink_errors": sink_errors, "withdrawn": withdrawn, "buffered": buffered,
                       # each broker address's reachability (broker.health)
                       "brokers": broker_health.states()},
+            "exchange": {"in_flight": in_flight},
             "progress": progress, "rollbacks": rollbacks, "recovery_seconds": recovery,
             "checkpoint": checkpoint,
             # dataflows whose frontier has not moved for --stall-warn seconds (timely.stall)

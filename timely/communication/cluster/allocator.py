@@ -9,9 +9,14 @@ progress mode, the worker's progress log. A process that joins is back-filled in
 every channel allocated so far (``add_process``); one that is gone gets pushers that
 drop what they are given (``_DeadPusher``, ``remove_process``): nothing was routed to it.
 
+With exchange credit on (``Config.exchange_credit``), a push to a remote worker counts
+its bytes in the channel's window (``_CreditedPusher``), and every data puller
+acknowledges what it consumed of such frames (``timely.communication.credit``).
+
 Costs: ``allocate`` builds O(workers of the cluster) pushers, once per channel. A push
-to a remote worker is one msgpack encoding and one queued frame; a progress batch is
-encoded once per remote process, whatever its number of workers. ``add_process`` and
+to a remote worker is one msgpack encoding and one queued frame (and two integer
+updates, with credit); a progress batch is encoded once per remote process, whatever
+its number of workers. ``add_process`` and
 ``remove_process`` are O(channels x workers per process).
 """
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..codec import encode_frame
+from ..credit import CREDITED, Credit, CreditedPuller, acknowledgements
 from ..errors import ClusterError
 from ..thread import LocalPusher, QueuePuller, ThreadAllocator, ThreadPusher
 from .connection import CONTROL, Connection
@@ -39,6 +45,22 @@ class _RemotePusher:
     def push(self, message: Any) -> None:
         # written by the worker at the end of its step (ClusterAllocator.flush_sends)
         self._conn.defer(encode_frame(self._channel, self._source, self._target, self._target, 0, message))
+
+
+class _CreditedPusher(_RemotePusher):
+    """Sends to one worker of another process, counting the bytes in its credit window."""
+
+    __slots__ = ("_credit", "_window")
+
+    def __init__(self, conn: Connection, channel: int, source: int, target: int, credit: Credit) -> None:
+        super().__init__(conn, channel, source, target)
+        self._credit = credit
+        self._window = credit.window(channel, source, target)
+
+    def push(self, message: Any) -> None:
+        frame = encode_frame(self._channel, self._source, self._target, self._target, CREDITED, message)
+        self._conn.defer(frame)
+        self._credit.sent(self._window, len(frame))
 
 
 class _ProcessPusher:
@@ -77,13 +99,27 @@ class ClusterAllocator(ThreadAllocator):
         self._per_process: dict[int, list] = {}    # channel -> pushers per process/local worker
         self._processes = list(range(hub.processes))
         self._gone: set[int] = set()           # processes whose places hold dead pushers
+        limit = hub.config.exchange_credit
+        #: this worker's windows to workers of other processes (None: no credit)
+        self.credit: Optional[Credit] = Credit(limit, hub.windows) if limit else None
+        self._consumed: list = []               # pullers with something to acknowledge
 
     def flush_sends(self) -> None:
         """Write what this process's workers queued for other processes (the end of a
-        step, and before parking): one ``sendall`` per connection with frames queued."""
+        step, and before parking): the step's acknowledgements of credit first, then
+        one ``sendall`` per connection with frames queued."""
+        if self._consumed:
+            self._acknowledge()
         for conn in list(self.hub.connections.values()):
             if conn.has_queued:
                 conn.write_queued()
+
+    def _acknowledge(self) -> None:
+        """Tell each sending process what this worker's inputs consumed of its frames."""
+        for process, entries in acknowledgements(self._consumed, self.index, self.hub.workers_per_process).items():
+            conn = self._remote(process)
+            if conn is not None:
+                conn.defer(encode_frame(CONTROL, self.index, 0, 0, 0, ("credit", entries)))
 
     def _remote(self, process: int) -> Optional[Connection]:
         return self.hub.connections.get(process)
@@ -98,14 +134,20 @@ class ClusterAllocator(ThreadAllocator):
         conn = self._remote(process)
         if conn is None:
             return [_DeadPusher() for _ in range(w)]
+        if self.credit is not None:
+            return [_CreditedPusher(conn, channel, self.index, process * w + i, self.credit) for i in range(w)]
         return [_RemotePusher(conn, channel, self.index, process * w + i) for i in range(w)]
 
     def allocate(self, channel: int) -> tuple[list, QueuePuller]:
+        """Pushers to every worker of the cluster; this worker's puller, which
+        acknowledges what it consumed of credited frames (whatever this process's own
+        setting: its senders' decides)."""
         pushers: list = []
         for process in self._processes:
             pushers.extend(self._worker_pushers(channel, process))
         self._per_worker[channel] = pushers
-        return pushers, QueuePuller(self.hub.queues(channel)[self.local])
+        return pushers, CreditedPuller(self.hub.queues(channel)[self.local], channel,
+                                       self.hub.ledger(channel, self.local), self._consumed)
 
     def allocate_broadcast(self, channel: int) -> tuple[list, QueuePuller]:
         """Pushers that reach every worker, one per remote process (progress batches);
@@ -166,6 +208,8 @@ class ClusterAllocator(ThreadAllocator):
         that left, one that died): its places in every channel hold dead pushers."""
         self._gone.add(process)
         w = self.hub.workers_per_process
+        if self.credit is not None:         # nothing more will be acknowledged from there
+            self.credit.forget(lambda window: window.target // w == process)
         for channel, pushers in self._per_worker.items():
             for g in range(process * w, process * w + w):
                 if g < len(pushers):

@@ -18,7 +18,7 @@ per epoch of a closed loop). Control frames from any thread go through the send 
 which also writes a heartbeat when nothing was written for a quarter of
 ``Config.timeout``; every frame leaves in the order it was queued. The receive thread hands
 data frames to its hub (``hub.deliver``) and control frames other than heartbeats and
-goodbye to ``hub.control``; a goodbye ends it (``hub.connection_closed``), and so does
+goodbye to ``hub.control`` (acknowledgements of credit to ``hub.credit``); a goodbye ends it (``hub.connection_closed``), and so does
 a peer that disconnects, goes silent for longer than the timeout, or sends a malformed
 frame (``hub.connection_lost``, with the reason).
 
@@ -265,10 +265,13 @@ class Connection:
                         break
                     payload = decode_payload(view[start + size:start + need], decoder) if length else None
                     start += need
-                    need = size
+                    frame, need = need, size
                     if channel == CONTROL:
                         kind = payload[0] if payload else None
                         if kind == "hb":
+                            continue
+                        if kind == "credit":        # a receiver consumed what we sent
+                            hub.credit(payload[1])
                             continue
                         if kind == "bye":
                             self.peer_gone = True
@@ -276,7 +279,7 @@ class Connection:
                             return
                         hub.control(self, source, first, last, payload)
                     else:
-                        hub.deliver(channel, source, first, last, seq, payload)
+                        hub.deliver(channel, source, first, last, seq, payload, frame)
         except socket.timeout:
             hub.connection_lost(self, f"silent for more than {hub.timeout:g} s")
         except (ConnectionError, OSError) as e:

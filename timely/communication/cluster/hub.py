@@ -19,7 +19,8 @@ connection (``forget``). ``shutdown`` says goodbye to every peer and waits for t
 
 Costs: delivering a frame appends it to the queue of each worker it is for, O(targets),
 and a progress batch crosses each process boundary once, whatever the number of remote
-workers. Start-up makes one connection per pair of processes, each with two threads,
+workers; a credited data frame is counted in its channel's ledger, and
+acknowledgements of credit update a window each (``timely.communication.credit``). Start-up makes one connection per pair of processes, each with two threads,
 plus one short-lived thread per accepted connection for its handshake (at most 10 s)
 and admission; it waits at most ``Config.timeout`` for the others. ``shutdown`` waits
 up to ``Config.timeout`` for the peers' goodbyes.
@@ -35,6 +36,7 @@ from typing import Any, Callable, Optional
 
 from ...rescaling.membership import Membership
 from ..codec import FrameError
+from ..credit import CREDITED
 from ..errors import ClusterError
 from ..kafka import KafkaProgress, progress_prefix
 from ..thread import ProcessHub
@@ -74,6 +76,11 @@ class ClusterHub(ProcessHub):
         #: the program's check that the job is already complete (``execute(complete=)``),
         #: asked while this process waits for peers
         self.complete: Optional[Callable[[], Optional[str]]] = None
+        #: exchange credit (timely.communication.credit): the windows of this process's
+        #: workers, by (channel, sender, receiver), and the bytes delivered here, by
+        #: (channel, local worker) and sender
+        self.windows: dict = {}
+        self.ledgers: dict = {}
 
     def restart_progress(self, round_: int, workers: list[int]) -> None:
         """A rollback: in Kafka progress mode, the survivors' progress goes to new logs
@@ -291,7 +298,11 @@ class ClusterHub(ProcessHub):
         conn.start()
 
     # ---- receiving --------------------------------------------------------------------
-    def deliver(self, channel: int, source: int, first: int, last: int, seq: int, payload: Any) -> None:
+    def deliver(self, channel: int, source: int, first: int, last: int, seq: int, payload: Any,
+                size: int = 0) -> None:
+        """``payload`` for workers ``first..last`` of this process: queued, the workers told.
+        A credited frame (``size`` bytes) is counted in its channel's ledger after it is
+        queued and before the worker hears of it (``timely.communication.credit``)."""
         base = self.first_index
         lo, hi = first - base, last - base
         if lo < 0 or hi >= self.workers:
@@ -300,8 +311,29 @@ class ClusterHub(ProcessHub):
         queues = self.queues(channel)
         for local in range(lo, hi + 1):
             queues[local].append(payload)
+        if seq == CREDITED:
+            ledger = self.ledger(channel, lo)
+            ledger[source] = ledger.get(source, 0) + size
+        for local in range(lo, hi + 1):
             self.events[local].append(channel)
             self.wakes[local].set()
+
+    def ledger(self, channel: int, local: int) -> dict:
+        """Bytes of credited frames delivered to local worker ``local`` on ``channel``, per
+        sender (written by the receive threads, read by the worker's ``CreditedPuller``)."""
+        found = self.ledgers.get((channel, local))
+        if found is None:
+            found = self.ledgers.setdefault((channel, local), {})
+        return found
+
+    def credit(self, entries: Any) -> None:
+        """Acknowledgements from a receiving process: ``(channel, sender, receiver, total
+        bytes consumed)`` for windows of this process's workers."""
+        windows = self.windows
+        for channel, source, target, total in entries:
+            window = windows.get((channel, source, target))
+            if window is not None:
+                window.acknowledge(total)
 
     def control(self, conn: Connection, source: int, first: int, last: int, payload: Any) -> None:
         """A control frame (not a heartbeat or a goodbye): the membership's, or else for

@@ -24,10 +24,18 @@ Topics without markers: ``epochs="ingestion"`` stamps records with the time they
 read (epochs are milliseconds since 1970, a new one every ``epoch_records`` records or
 ``epoch_ms`` ms, so they keep increasing across restarts).
 
+A source reads at most ``read_ahead`` bytes (``--source-read-ahead``) past what its
+dataflow has finished: the inputs of the operators downstream of it whose outputs go
+nowhere (``timely.dataflow.completion``), as ``timely.connectors.kafka.read_ahead``
+says. It reads nothing either while a channel of its dataflow has used its exchange
+credit toward a worker of another process (``timely.communication.credit``). Held, it
+looks again every millisecond while the dataflow works on.
+
 Costs: see the parts: ``source_state`` (a worker's consumer and its partitions'
 epochs: polling, decoding, committing), ``steps`` (the source's step per activation,
-by markers, handing records on early, or by ingestion time) and ``handoff`` (a
-partition moving to its new owner). The builder here is run once per dataflow.
+by markers, handing records on early, or by ingestion time), ``read_ahead`` (the
+bound) and ``handoff`` (a partition moving to its new owner). The builder here is run
+once per dataflow.
 """
 from __future__ import annotations
 
@@ -35,6 +43,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from ...dataflow.capability import Capabilities
 from ...dataflow.channels import Direct
+from ...dataflow.completion import Completion, scope_subgraph
 from ...dataflow.operators import OperatorInfo
 from ..client import Brokers
 from ..epochs import Format, format_of
@@ -55,9 +64,18 @@ def _sources(worker: Any) -> dict:
     return found
 
 
-def _waits(state: KafkaSourceState) -> str:
-    """What a source holding the frontier waits for (timely.stall): the partitions whose
-    next epoch has not had its marker, and where they read."""
+def _waits(state: KafkaSourceState, worker: Any, dataflow: int) -> str:
+    """What a source holding the frontier waits for (timely.stall): credit, or the
+    partitions whose next epoch has not had its marker, and where they read."""
+    if worker.credit_exhausted(dataflow):
+        credit = worker.allocator.credit
+        over = max(credit.over, key=lambda w: w.in_flight)
+        return (f"credit: {over.in_flight} bytes sent to worker {over.target} are not acknowledged "
+                f"(--exchange-credit {credit.limit})")
+    flow = state.flow
+    if flow is not None and flow.holding:
+        return (f"credit: it read {flow.buffered} bytes past epoch {flow.frontier}, which the dataflow "
+                f"has not finished (--source-read-ahead {flow.limit})")
     behind = sorted((part.bound() if part.bound() is not None else -1, tp) for tp, part in state.parts.items())
     if not behind:
         return "no partition to read"
@@ -75,7 +93,7 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
                  epochs: str = "markers", epoch_records: Optional[int] = None,
                  epoch_ms: Optional[float] = None, dead_letter_topic: Optional[str] = None,
                  idle_poll: float = 0.002, fields: Optional[Sequence[str]] = None,
-                 early: bool = False, name: str = "KafkaSource") -> Any:
+                 early: bool = False, read_ahead: Optional[int] = None, name: str = "KafkaSource") -> Any:
     """A stream of the topics' events, each at its epoch (see the module docstring).
 
     ``group_id``: the consumer group that offsets are committed to (by ``kafka_commit``)
@@ -94,7 +112,10 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     as it is read instead of at its epoch's marker, and withdraw those the marker does
     not count (``timely.dataflow.withdrawal``): the records cross the exchange while
     the epoch is still being written, and its marker only moves the frontier. Only
-    ``stateful_unary`` / ``stateful_binary`` may read such a stream.
+    ``stateful_unary`` / ``stateful_binary`` may read such a stream. ``read_ahead``:
+    the bytes of record values each worker's source may have read past what the
+    dataflow has finished (``timely.connectors.kafka.read_ahead``; None: the
+    configuration's ``--source-read-ahead``, 0: no bound).
     """
     topics = [topics] if isinstance(topics, str) else list(topics)
     if not topics:
@@ -119,8 +140,12 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     if type(scope.minimum) is not int:
         raise TypeError(f"kafka_source: epochs are ints, but scope {scope.name!r} has timestamps "
                         f"like {scope.minimum!r}")
+    if read_ahead is not None and (type(read_ahead) is not int or read_ahead < 0):
+        raise ValueError(f"kafka_source: read_ahead must be a number of bytes (0: no bound), got {read_ahead!r}")
     fmt = format_of(value_format)
     worker = scope.worker
+    if read_ahead is None:
+        read_ahead = worker.config.source_read_ahead
     builder = scope.operator(name)
     builder.set_notify(False)
     # Partitions follow the workers: the worker reading one hands it (as a record at its
@@ -132,23 +157,37 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
     stream.withdraws = bool(early)
     hand_out, handoffs = builder.new_output()
     handoffs.connect_loop(handle)
+    node = builder.index
     info = OperatorInfo(builder)
     activate = info.activator(worker)
     path = info.path
     workers = [] if worker.is_joiner else worker.initial_workers
     state = KafkaSourceState(brokers, topics, group_id, starting_offsets, add_config, fmt,
                              worker.index, workers, dead_letter_topic, end_epoch,
-                             resume_at_marker=epochs == "markers", fields=fields)
+                             resume_at_marker=epochs == "markers", fields=fields,
+                             read_ahead=read_ahead or None)
     if worker.config.metrics_port:
         state.ends = {}
     _sources(worker)[(scope.path, stream.source.node)] = state
     worker.checkpoint_context.add_source(state)
     if worker.stall is not None:
-        worker.stall.waits(path, lambda: _waits(state))
+        worker.stall.waits(path, lambda: _waits(state, worker, scope.path[0]))
+
+    completion: list = []
+
+    def frontier() -> Optional[int]:
+        # what the dataflow has finished downstream of this source (its graph is built
+        # once the program's build function returned, before the first schedule)
+        if not completion:
+            completion.append(Completion(scope_subgraph(worker, scope.path), node))
+            if not completion[0].ports:     # nothing downstream ends: nothing to wait for
+                state.flow = None
+        return completion[0].frontier()
 
     def constructor(caps):
         held = Capabilities(caps)
-        holder = {"cap": held, "idle": False, "routing": None, "moving": False, "wait": 0.0}
+        holder = {"cap": held, "idle": False, "held": False, "routing": None, "moving": False, "wait": 0.0,
+                  "credit": lambda: worker.credit_exhausted(scope.path[0])}
         if not state.parts:
             held.drop()
             holder["cap"] = None
@@ -164,10 +203,10 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
                 holder["cap"] = None
 
         if epochs == "markers":
-            step = _marker_step(state, out, holder, batch_size, end_epoch, hand_off, early)
+            step = _marker_step(state, out, holder, batch_size, end_epoch, hand_off, early, frontier)
         else:
             step = _ingestion_step(state, out, holder, batch_size, end_epoch, epoch_records, epoch_ms,
-                                   hand_off)
+                                   hand_off, frontier)
 
         def logic():
             taken = False
@@ -188,8 +227,13 @@ def kafka_source(scope: Any, brokers: Brokers, topics: Union[str, Iterable[str]]
                 holder["moving"] = True
             step()
             if holder["cap"] is None:
+                if state.flow is not None:          # read to its end here: nothing more to hold
+                    state.flow.complete(None)
                 return
-            if holder["idle"]:              # nothing came: poll again later, the worker parks
+            if holder["held"]:              # no credit: look again soon, the dataflow works on
+                holder["wait"] = 0.0
+                worker.activations.activate_after(path, _FIRST_IDLE_WAIT)
+            elif holder["idle"]:            # nothing came: poll again later, the worker parks
                 holder["wait"] = min(idle_poll, max(_FIRST_IDLE_WAIT, 2 * holder["wait"]))
                 worker.activations.activate_after(path, holder["wait"])
             else:

@@ -15,7 +15,9 @@ poll: the marker of a live stream only hands decoded events on, and a backlog is
 decoded one epoch at a time. An epoch waiting for its marker takes its events' memory.
 A withdrawal costs decoding its records again; a ``release`` or ``take`` one small
 record and one (un)assign; ``commit`` one synchronous commit of the partitions whose
-offsets moved.
+offsets moved. With a read-ahead bound (``flow``, ``timely.connectors.kafka.read_ahead``)
+a poll reads one step's bytes, and ``regulate`` pauses or resumes partitions in the
+client when the bound says: O(partitions) per step.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from ..client import (Brokers, ConnectorError, brokers_string, consumer_config, 
                       topic_partitions)
 from ..epochs import JSON, DecodeError, Format, PartitionEpochs, Undecodable
 from .projection import Rows, json_projection, projection
+from .read_ahead import ReadAhead, client_settings
 
 
 def _starting(starting_offsets: Any, topic: str, partition: int) -> int:
@@ -52,9 +55,11 @@ class KafkaSourceState:
                  starting_offsets: Any, add_config: Optional[dict], value_format: Format,
                  worker_index: int, workers: Sequence[int], dead_letter_topic: Optional[str],
                  end_epoch: Optional[int] = None, resume_at_marker: bool = False,
-                 fields: Optional[Sequence[Any]] = None) -> None:
+                 fields: Optional[Sequence[Any]] = None, read_ahead: Optional[int] = None) -> None:
         from confluent_kafka import Consumer, TopicPartition
         self.brokers = brokers
+        #: the read-ahead bound (``read_ahead`` bytes; None: read whatever the client holds)
+        self.flow: Optional[ReadAhead] = ReadAhead(read_ahead) if read_ahead else None
         #: the fields each event is projected to (a tuple in this order), or None: whole events
         self.fields = None if fields is None else tuple(fields)
         self._project = None if fields is None else projection(self.fields)
@@ -65,6 +70,8 @@ class KafkaSourceState:
         self.end_epoch = end_epoch
         self.group_id = group_id
         self.format = value_format
+        if self.flow is not None:     # the client's own prefetch in proportion, unless add_config says
+            add_config = {**client_settings(self.flow.limit), **(add_config or {})}
         self.consumer = Consumer(consumer_config(brokers, group_id, add_config))
         counts = topic_partitions(self.consumer, brokers, topics)
         #: every partition of the topics, in the order ``owners`` spreads them
@@ -102,6 +109,10 @@ class KafkaSourceState:
         (one just past a marker), read that marker first, so the epoch it completed is
         known and a replay of that epoch is dropped."""
         from confluent_kafka import TopicPartition
+        if self.flow is not None:       # everything is read again from here
+            if self.flow.paused:
+                self.consumer.resume([TopicPartition(*tp) for tp in self.flow.paused])
+            self.flow.reset()
         self.resumed.clear()            # in place: the reading step holds these dicts
         self.resumed.update((tp, o) for tp, o in resume.items() if o > 0 and tp in self.parts)
         self.consumer.assign([TopicPartition(t, p, o - 1 if (t, p) in self.resumed else o)
@@ -131,6 +142,18 @@ class KafkaSourceState:
                 raise ConnectorError(f"reading {m.topic()}[{m.partition()}] from "
                                      f"{brokers_string(self.brokers)}: {error.str()}")
         return messages
+
+    def regulate(self, next_epochs: dict, frontier: Optional[int], batch_size: int) -> int:
+        """How many records this step reads under the read-ahead bound (0: hold), given
+        each partition's next unfinished epoch and the dataflow's completion frontier;
+        pauses and resumes partitions in the client as ``ReadAhead.plan`` says."""
+        from confluent_kafka import TopicPartition
+        pause, resume, n = self.flow.plan(next_epochs, frontier, batch_size)
+        if resume:
+            self.consumer.resume([TopicPartition(*tp) for tp in resume])
+        if pause:
+            self.consumer.pause([TopicPartition(*tp) for tp in pause])
+        return n
 
     def _read_ends(self) -> None:
         """The high watermarks the consumer last fetched, for the metrics' lag: read here,
@@ -279,6 +302,8 @@ class KafkaSourceState:
         from confluent_kafka import TopicPartition
         part = self.parts.pop(tp)
         resumed = self.resumed.pop(tp, None)
+        if self.flow is not None:
+            self.flow.forget(tp)
         if resumed is not None:             # nothing read yet: the marker before it first
             offset = resumed - 1
         elif part.resume is not None:

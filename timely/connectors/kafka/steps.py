@@ -11,9 +11,12 @@
   every ``epoch_records`` records or ``epoch_ms`` ms).
 
 Each step calls ``hand_off`` (``timely.connectors.kafka.handoff``) between reading and
-moving the capability on. Costs: one ``poll`` of the source's state, O(records read)
-to file them by partition and epoch, and (markers) O(partitions) to find the least
-epoch.
+moving the capability on. A step reads nothing while the dataflow's exchange credit
+toward another process is used up (``timely.communication.credit``). Under a read-ahead bound (``timely.connectors.kafka.read_ahead``)
+a step first asks how much it may read (``_read``), given the dataflow's completion
+frontier, and counts the bytes it read by epoch. Costs: one ``poll`` of the source's
+state, O(records read) to file them by partition and epoch, and (markers)
+O(partitions) to find the least epoch.
 """
 from __future__ import annotations
 
@@ -23,16 +26,37 @@ from typing import Any, Callable, Optional
 from .source_state import KafkaSourceState
 
 
+def _read(state: KafkaSourceState, holder: dict, batch_size: int, next_epochs: Callable[[], dict],
+          frontier: Callable[[], Optional[int]]) -> list:
+    """This step's messages: ``batch_size`` of them, or under the read-ahead bound what
+    it allows; none while the dataflow's exchange credit is used up (``holder["credit"]``,
+    a callable) or the bound holds (``holder["held"]`` either way)."""
+    if holder["credit"]():
+        holder["held"] = True
+        return []
+    if state.flow is None:
+        holder["held"] = False
+        return state.poll(batch_size)
+    n = state.regulate(next_epochs(), frontier(), batch_size)
+    holder["held"] = not n
+    return state.poll(n) if n else []
+
+
 def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: int,
                  end_epoch: Optional[int], hand_off: Callable[[], None],
-                 early: bool) -> Callable[[], None]:
+                 early: bool, frontier: Callable[[], Optional[int]]) -> Callable[[], None]:
     parts = state.parts
     resumed = state.resumed
 
+    def next_epochs() -> dict:
+        return {tp: part.bound() for tp, part in parts.items()}
+
     def step():
-        messages = state.poll(batch_size)
+        messages = _read(state, holder, batch_size, next_epochs, frontier)
         holder["idle"] = not messages
         cap = holder["cap"]
+        flow = state.flow
+        read = 0
         touched = set()
         for m in messages:
             if m.error() is not None:
@@ -47,12 +71,18 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
                 continue
             touched.add(key)
             part = parts[key]
-            for epoch, records in part.record(m.offset(), m.headers(), m.value()):
+            value = m.value()
+            for epoch, records in part.record(m.offset(), m.headers(), value):
                 if end_epoch is not None and epoch >= end_epoch:
                     continue
                 state.give(out, cap, state.events(key[0], key[1], records), epoch)
             if part.withdrawn:
                 state.withdraw(out, cap, key, part.withdrawn)
+            if flow is not None and value:
+                flow.count(part.last_epoch, len(value))
+                read += len(value)
+        if flow is not None:
+            flow.read(len(messages), read)
         for key in touched:
             part = parts.get(key)
             if part is not None and part.pending:
@@ -76,7 +106,8 @@ def _marker_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: in
 
 def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size: int,
                     end_epoch: Optional[int], epoch_records: Optional[int],
-                    epoch_ms: Optional[float], hand_off: Callable[[], None]) -> Callable[[], None]:
+                    epoch_ms: Optional[float], hand_off: Callable[[], None],
+                    frontier: Callable[[], Optional[int]]) -> Callable[[], None]:
     parts = state.parts
     now_ms = lambda: int(time.time() * 1000)  # noqa: E731
     clock = {"epoch": None, "count": 0, "started": time.monotonic()}
@@ -109,9 +140,11 @@ def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size:
         hand_off()
         if holder["cap"] is None:
             return
-        messages = state.poll(min(batch_size, epoch_records or batch_size))
+        messages = _read(state, holder, min(batch_size, epoch_records or batch_size),
+                         lambda: dict.fromkeys(parts, clock["epoch"]), frontier)
         holder["idle"] = not messages
         batches: dict = {}
+        read = 0
         for m in messages:
             if m.error() is not None:
                 continue
@@ -119,7 +152,12 @@ def _ingestion_step(state: KafkaSourceState, out: Any, holder: dict, batch_size:
             if key not in parts:
                 continue
             parts[key].position = m.offset() + 1
-            batches.setdefault(key, []).append((m.offset(), m.value(), None))
+            value = m.value()
+            read += len(value) if value else 0
+            batches.setdefault(key, []).append((m.offset(), value, None))
+        if state.flow is not None:
+            state.flow.count(clock["epoch"], read)
+            state.flow.read(len(messages), read)
         for (topic, partition), records in batches.items():
             state.give(out, holder["cap"], state.events(topic, partition, records))
             clock["count"] += len(records)

@@ -3,7 +3,9 @@
 ``send`` is O(1): records are buffered at the current time and handed on as one batch
 every 4096; ``send_batch`` hands its records on as one batch (O(records) to list them);
 ``advance_to`` and ``close`` flush, then downgrade or drop the input's one capability,
-O(1), and activate the operator.
+O(1), and activate the operator. ``held`` says whether the dataflow's exchange credit
+is used up (O(channels over their credit), none in the common case): a program that
+steps while it is keeps slow receivers' queues bounded.
 
 When the program's ``build`` returns, every input it left open is closed
 (``close_left_open``), as timely closes an ``InputHandle`` when it is dropped: a dataflow
@@ -32,6 +34,8 @@ class InputHandle:
         builder.set_notify(False)
         self._out, self.stream = builder.new_output()
         self._activate = OperatorInfo(builder).activator(scope.worker)
+        self._worker = scope.worker
+        self._dataflow = scope.path[0]
         self._cap: Optional[Capability] = None
         self._buffer: list = []
         self.closed = False
@@ -75,6 +79,15 @@ class InputHandle:
                              "for this input: its bootstrap worker held none that reaches it")
 
     epoch = time
+
+    @property
+    def held(self) -> bool:
+        """Whether this dataflow has used its exchange credit toward a worker of another
+        process (``timely.communication.credit``): a receiver is that far behind. A
+        program feeding records faster than they are consumed steps the worker while it
+        is (``worker.step_while(lambda: handle.held)``) instead of sending more, and the
+        receivers' queues stay bounded."""
+        return self._worker.credit_exhausted(self._dataflow)
 
     def send(self, record: Any) -> None:
         if self.closed:
