@@ -7,7 +7,8 @@ times that could still arrive at the inputs of the operators downstream of it wh
 outputs go nowhere (sinks, commits, probes). ``Completion(subgraph, node)`` finds those
 ends once (a walk of the scope's edges), and ``frontier()`` reads the tracker's
 implications there: the least time any of them may still see (None once they are all
-closed, or if nothing downstream ends).
+closed, or if nothing downstream ends). Given ``moved``, it is called whenever an end's
+input frontier moves, so that a source waiting for credit runs again at once.
 
 ``successors`` and ``reachable`` are the walk, shared with the metrics' ``EpochClock``
 (``timely.metrics.instruments.edges``).
@@ -17,7 +18,7 @@ sizes), a few reads per call, never per record.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..progress.location import Location
 from ..progress.subgraph import subgraphs
@@ -58,18 +59,25 @@ def scope_subgraph(worker: Any, path: tuple) -> Optional[Any]:
 
 
 class Completion:
-    """The completion frontier downstream of child ``node`` of a built ``subgraph``."""
+    """The completion frontier downstream of child ``node`` of a built ``subgraph``;
+    ``moved()``, if given, is called when an end's input frontier moves (as the end is
+    scheduled, which frontier changes do for operators that ask to be notified)."""
 
-    def __init__(self, subgraph: Any, node: int) -> None:
+    def __init__(self, subgraph: Any, node: int, moved: Optional[Callable[[], None]] = None) -> None:
         succ = successors(subgraph)
         ends = [i for i in sorted(reachable(succ, node)) if i != node and not succ.get(i)]
         children = subgraph.children
         tracker = subgraph.tracker
-        #: the implications at every input of the ends (live views of the tracker)
         #: the ends, as (child index, name)
         self.ends = [(i, children[i].name) for i in ends]
+        #: the implications at every input of the ends (live views of the tracker)
         self.ports = [tracker.implications(Location(i, port, False))
                       for i in ends for port in range(children[i].inputs)]
+        if moved is not None:
+            for i in ends:
+                core = children[i].operator
+                if hasattr(core, "watchers"):
+                    core.watchers = (*core.watchers, moved)
 
     def frontier(self) -> Optional[Any]:
         """The least time the ends may still see; None when nothing downstream ends, or

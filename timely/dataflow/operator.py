@@ -202,11 +202,13 @@ class FrontierNotificator:
 class OperatorCore:
     """A built operator as its scope sees it (implements Operate). With metrics on
     (``timely.metrics``), ``timed`` makes it add up the time its logic is scheduled, and
-    ``clock`` hears of its input frontiers' moves."""
+    ``clock`` hears of its input frontiers' moves, and so does each of ``watchers``
+    (callables: a Kafka source waiting for the dataflow to finish what it read)."""
 
     local = True
     timed = False
     clock: Any = None
+    watchers: tuple = ()
 
     def __init__(self, name: str, inputs: list[InputPort], outputs: list[OutputPort],
                  summary: list, shared: SharedProgress, peers: int, minimum: Any,
@@ -247,8 +249,11 @@ class OperatorCore:
             if changes.unstable_len():
                 port.frontier.update_iter(changes.drain())
                 moved = True
-        if moved and self.clock is not None:
-            self.clock.moved()
+        if moved:
+            if self.clock is not None:
+                self.clock.moved()
+            for watcher in self.watchers:
+                watcher()
 
     def schedule(self) -> bool:
         if self.timed:

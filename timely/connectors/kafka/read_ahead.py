@@ -66,7 +66,7 @@ def default_step(limit: int) -> int:
 def client_settings(limit: int) -> dict[str, Any]:
     """librdkafka consumer properties for a source bounded to ``limit`` bytes: its own
     prefetch (half the bound, at least 256 KiB) and fetch sizes in proportion, and a
-    1 ms backoff when its queue is full.
+    10 ms backoff when its queue is full (the queue lasts longer than that).
 
     >>> client_settings(16 << 20)["queued.max.messages.kbytes"], client_settings(16 << 20)["fetch.max.bytes"]
     (8192, 8388608)
@@ -79,7 +79,7 @@ def client_settings(limit: int) -> dict[str, Any]:
             "max.partition.fetch.bytes": partition,
             # (librdkafka wants at least its message.max.bytes, 1,000,000 by default)
             "fetch.max.bytes": max(1 << 20, partition, min(64 << 20, limit // 2)),
-            "fetch.queue.backoff.ms": 1}
+            "fetch.queue.backoff.ms": 10}
 
 
 class ReadAhead:

@@ -12,9 +12,10 @@
 
 Each step calls ``hand_off`` (``timely.connectors.kafka.handoff``) between reading and
 moving the capability on. A step reads nothing while the dataflow's exchange credit
-toward another process is used up (``timely.communication.credit``). Under a read-ahead bound (``timely.connectors.kafka.read_ahead``)
-a step first asks how much it may read (``_read``), given the dataflow's completion
-frontier, and counts the bytes it read by epoch. Costs: one ``poll`` of the source's
+toward another process is used up (``timely.communication.credit``). Under a read-ahead
+bound (``timely.connectors.kafka.read_ahead``) a step first asks how much it may read
+(``_read``), given the dataflow's completion frontier, and counts the bytes it read by
+epoch. Costs: one ``poll`` of the source's
 state, O(records read) to file them by partition and epoch, and (markers)
 O(partitions) to find the least epoch.
 """
