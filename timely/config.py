@@ -61,6 +61,9 @@ class Config:
     kafka_trim_interval: float = 1.0
     kafka_options: dict = dataclasses.field(default_factory=dict)  # librdkafka properties for broker/'s clients
     check_progress: bool = False          # assert progress accounting after every step
+    # a directory: every process writes when each progress batch passed each stage
+    # (timely.communication.progress_trace), for the progress-round breakdown
+    progress_trace: Optional[str] = None
     timeout: float = 30.0                 # seconds a peer may stay silent before fail-stop
     # seconds to wait for the cluster's other processes at start-up; 0: for ever, saying
     # every `timeout` seconds whom it waits for (a supervisor's restart meets no crash loop)
@@ -224,6 +227,7 @@ class Config:
                             help="a librdkafka property of the progress clients, e.g. fetch.wait.max.ms=10 "
                                  "(repeatable)")
         parser.add_argument("--check-progress", dest="check_progress", action="store_true", default=None)
+        parser.add_argument("--progress-trace", dest="progress_trace", metavar="DIR")
         parser.add_argument("--timeout", type=float)
         parser.add_argument("--connect-timeout", dest="connect_timeout", type=float)
         parser.add_argument("--stall-warn", dest="stall_warn", type=float)
@@ -256,6 +260,7 @@ class Config:
                                 ("kafka_bootstrap", "TIMELY_KAFKA_BOOTSTRAP", str),
                                 ("kafka_prefix", "TIMELY_KAFKA_PREFIX", str),
                                 ("check_progress", "TIMELY_CHECK_PROGRESS", lambda v: v not in ("", "0")),
+                                ("progress_trace", "TIMELY_PROGRESS_TRACE", str),
                                 ("timeout", "TIMELY_TIMEOUT", float),
                                 ("connect_timeout", "TIMELY_CONNECT_TIMEOUT", float),
                                 ("stall_warn", "TIMELY_STALL_WARN", float),

@@ -89,17 +89,22 @@ class ProcessHub:
         self.abort = threading.Event()
         self.error: BaseException | None = None
         self.kafka = None           # KafkaProgress, in Kafka progress mode
+        #: a ProgressTrace (``--progress-trace``), set by whoever starts the workers
+        self.trace: Any = None
         #: checkpoint stores and the incarnation the workers agree on (a
         #: timely.checkpoint.registry.Registry, set by whoever starts the workers)
         self.checkpoints: Any = None
 
     def close_clients(self) -> None:
         """Close what this process opened outside the dataflows: the Kafka progress
-        transport and the checkpoint stores (each flushes what it still holds, bounded)."""
+        transport and the checkpoint stores (each flushes what it still holds, bounded),
+        and write the progress trace, if one was kept."""
         if self.kafka is not None:
             self.kafka.close()
         if self.checkpoints is not None:
             self.checkpoints.close()
+        if self.trace is not None:
+            self.trace.dump()
 
     def agree(self, key: str, decide: Callable[[], Any]) -> Any:
         """One value for ``key`` for every worker of the computation: decided here, once
