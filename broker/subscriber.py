@@ -72,6 +72,7 @@ class Subscriber:
         self._ready: list[tuple[int, int]] = []          # (worker, segment) created, to assign ahead
         self._next_offset: dict[str, int] = {}           # topic -> next offset to read
         self.records_read: dict[int, int] = {}
+        self.bytes_read = 0                              # of the records delivered
         self.snapshots_read: dict[int, int] = {}
         self.positions: dict[int, int] = {}              # worker -> next lseq
         self._stop = threading.Event()
@@ -306,7 +307,8 @@ class Subscriber:
                         continue                # else fetched before its segment was left
                     worker, want, _ = state
                     self._next_offset[topic] = message.offset() + 1
-                    lseq, batches, ends_segment = unpack(message.value())
+                    value = message.value()
+                    lseq, batches, ends_segment = unpack(value)
                     if lseq < want:
                         continue                # a duplicate: already delivered
                     if lseq > want:
@@ -320,6 +322,7 @@ class Subscriber:
                     state[1] = want + 1
                     positions[worker] = want + 1
                     records_read[worker] = records_read.get(worker, 0) + 1
+                    self.bytes_read += len(value)
                     if ends_segment:
                         queue.extendleft(reversed(self._next_segment(topic)))
                 self._since_commit += len(messages)

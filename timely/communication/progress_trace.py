@@ -14,11 +14,15 @@ into one timeline. Stages:
 - ``fetch``: Kafka mode, a subscriber read it (worker = -1 - the reading process);
 - ``apply``: a receiving worker's ``Progcaster.recv`` took it (worker = the receiver).
 
-``hops`` pairs every apply with its batch's earlier stages; ``critical_path`` walks back
-from an epoch's completion at one worker, through the last batch each worker applied
-before it sent the one that moved the frontier further, to the epoch's injection: the
-progress rounds the epoch waited for, one after the other. ``benchmarks/progress_scale.py``
-and ``docs/progress-modes.md`` read them.
+``Timeline`` indexes the events by batch and worker; ``hop_stages`` gives, over every
+batch a worker of another process applied, the time spent in each stage;
+``Timeline.critical_path`` walks back from an epoch's completion at one worker, through
+the last batch each worker applied before it sent the one it was waiting for, to the
+epoch's injection: the progress rounds the epoch waited for, one after the other
+(``epoch_rounds`` for every epoch of a run). In Kafka mode a round's hop is long
+enough to stand out; peer-to-peer, rounds of 0.3 ms mix with every other step's
+batches, so the walk there also passes through batches the epoch did not wait for.
+``benchmarks/progress_modes.py`` (part 4) and ``docs/progress-modes.md`` read them.
 
 Costs: off (the default), one attribute test per batch sent and per apply; on, one
 tuple appended per stage per batch (about a microsecond), kept in memory until the
@@ -161,12 +165,14 @@ class Timeline:
 
 
 def hop_stages(timeline: Timeline, remote_only: bool = True) -> dict[str, list[float]]:
-    """Per stage, the seconds each applied batch spent getting there from the stage
-    before: ``buffered`` (send to append), ``produce`` (append to ack), ``broker+fetch``
-    (ack to the receiving process's fetch), ``handoff`` (fetch to apply), and ``total``
-    (send to apply); ``remote_only``: only applies in another process than the sender's."""
+    """Per stage, the seconds each applied batch spent in it: ``buffered`` (send to
+    append: the rest of the sender's step), ``broker`` (append to the receiving
+    process's fetch: produce, the broker, the fetch wait), ``handoff`` (fetch to apply:
+    the subscriber hands it to the worker, which wakes and takes it), ``total`` (send to
+    apply), and ``ack`` (append to the producer's delivery report, off the path);
+    ``remote_only``: only applies in another process than the sender's."""
     wpp = timeline.workers_per_process
-    out: dict[str, list[float]] = {s: [] for s in ("buffered", "produce", "broker+fetch", "handoff", "total")}
+    out: dict[str, list[float]] = {s: [] for s in ("buffered", "broker", "handoff", "total", "ack")}
     for (source, _, _), stages in timeline.batches.items():
         sent = stages.get("send")
         if sent is None:
@@ -176,9 +182,31 @@ def hop_stages(timeline: Timeline, remote_only: bool = True) -> dict[str, list[f
                 continue
             out["total"].append(applied - sent)
             fetched = stages.get("fetch", {}).get(receiver // wpp)
-            if "append" in stages and "ack" in stages and fetched is not None:
+            if "append" in stages and fetched is not None:
                 out["buffered"].append(stages["append"] - sent)
-                out["produce"].append(stages["ack"] - stages["append"])
-                out["broker+fetch"].append(fetched - stages["ack"])
+                out["broker"].append(fetched - stages["append"])
                 out["handoff"].append(applied - fetched)
+                if "ack" in stages:
+                    out["ack"].append(stages["ack"] - stages["append"])
+    return out
+
+
+def epoch_rounds(timeline: Timeline, epochs: list, start: float, worker: int = 0) -> list[dict[str, Any]]:
+    """For each epoch ``(inject offset, latency)`` (offsets from ``start``, as the
+    latency job writes them) completed at ``worker``: its critical path (first round
+    first), how many of its rounds crossed processes (``remote``), and per round the
+    time from the previous round's apply to this one's send (``react``: the receiving
+    worker's step, propagation and operators)."""
+    wpp = timeline.workers_per_process
+    out = []
+    for offset, latency in epochs:
+        injected = start + offset
+        path = list(reversed(timeline.critical_path(worker, injected, injected + latency)))
+        at = injected
+        for hop in path:
+            hop["react"] = hop["sent"] - at
+            at = hop["applied"]
+        out.append({"injected": injected, "latency": latency, "path": path,
+                    "remote": sum(1 for h in path if h["sender"] // wpp != h["receiver"] // wpp),
+                    "tail": injected + latency - at})
     return out

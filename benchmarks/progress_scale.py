@@ -1,0 +1,301 @@
+"""Peer-to-peer vs Kafka progress as the cluster grows: N = 2, 4, 8, 16 processes.
+
+Both progress modes run the same light dataflow on N processes of one worker each:
+seed 003's WordCount (benchmarks/_rescaling_latency_job.py: a line of 10 words over 100
+keys per epoch, exchanged by word, counted per epoch), worker 0 injecting epochs at a
+fixed rate. Two runs per mode and N, on one Tansu broker:
+
+1. steady: ``STEADY_RATE`` epochs/s; per-epoch latency p50/p99 and, from every
+   process's samples (``--traffic-every``), progress messages and bytes per epoch sent
+   and received per process, its TCP connections and log subscriptions, its CPU
+   seconds per epoch, and the broker's CPU per epoch, all over the window from 1 s
+   after the start to the join; then one more process joins: the time from its start
+   to its bootstrap done (``joined at``), and the p99 around it;
+2. search: rates ``SEARCH_RATES`` for a few seconds each, a pause between them; a
+   rate is *sustained* when worker 0 injected at least 95% of the epochs due and their
+   p99 stays below 100 ms; the highest rate sustained with every lower one reported.
+
+Messages per epoch: peer-to-peer, the progress frames a process writes to its peers
+(one per batch per peer); Kafka, the records it appends (one per step) and the
+records it reads from the other processes' logs. The summary fits, per mode, the
+exponent of each figure in N (log-log least squares) and extrapolates to 64 and 256
+processes on paper: messages per epoch from the counts' shape in N, CPU per epoch from
+the measured CPU per message (a least-squares line of CPU per epoch against messages
+per epoch), and the broker's CPU from its measured growth. On 2 cores the absolute
+times at 16 processes are the machine's; read the growth. ``--quick``: N = 2, 4, 8,
+shorter runs, two search rates.
+
+Output: ``benchmarks/results/progress_scale.json`` (summary ``{"p2p": {"N": {...}},
+"kafka": {"N": {...}}, "fits": ..., "extrapolated": ...}``) and
+``progress_scale.png`` (latency and messages per epoch against N, a line per mode).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+from _common import cpu_seconds, figure, parse_args, percentiles, style, table, write_report
+from progress_modes import SUSTAINED_P99_MS, SUSTAINED_SHARE, mode_args
+from rescaling_latency import run as run_latency
+
+from broker.tansu import TansuBroker
+
+MODES = ("p2p", "kafka")
+STEADY_RATE = 20.0
+SEARCH_RATES = (50.0, 100.0, 200.0, 400.0)
+JOB_ARGS = ["--words", "10", "--keys", "100"]
+EXTRAPOLATE_TO = (64, 256)
+
+
+class CpuSampler:
+    """The CPU seconds of process ``pid`` sampled every ``every`` seconds (wall time)."""
+
+    def __init__(self, pid: int, every: float = 0.25) -> None:
+        self.pid, self.every = pid, every
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append((time.time(), cpu_seconds(self.pid)))
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> "CpuSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def between(self, t0: float, t1: float) -> float:
+        """CPU seconds used between wall times t0 and t1 (nearest samples inside)."""
+        inside = [s for s in self.samples if t0 <= s[0] <= t1]
+        return inside[-1][1] - inside[0][1] if len(inside) >= 2 else float("nan")
+
+
+def window_traffic(traffic: list[dict], t0: float, t1: float) -> dict:
+    """Per process, its counters' growth between the first and the last sample inside
+    wall times [t0, t1], per second: sent and received messages and bytes (received,
+    peer-to-peer: what every other process sent it), CPU; its connections and logs
+    tailed at the window's end."""
+    out = {}
+    spans = {}
+    for proc in traffic:
+        inside = [s for s in proc["samples"] if t0 <= s[0] <= t1]
+        if len(inside) < 2:
+            continue
+        spans[proc["process"]] = (inside[0], inside[-1])
+    for p, (a, b) in spans.items():
+        seconds = b[0] - a[0]
+        row = {"seconds": seconds, "cpu": (b[1] - a[1]) / seconds,
+               "sent_messages": (b[2] - a[2]) / seconds, "sent_bytes": (b[3] - a[3]) / seconds,
+               "connections": b[7], "subscriptions": b[8]}
+        if b[4] or not b[5]:                    # peer-to-peer: from what the others sent to p
+            msgs = byts = 0.0
+            for q, (qa, qb) in spans.items():
+                if q == p:
+                    continue
+                first, last = qa[4].get(str(p), [0, 0]), qb[4].get(str(p), [0, 0])
+                span = qb[0] - qa[0]
+                msgs += (last[0] - first[0]) / span
+                byts += (last[1] - first[1]) / span
+            row["received_messages"], row["received_bytes"] = msgs, byts
+        else:
+            row["received_messages"] = (b[5] - a[5]) / seconds
+            row["received_bytes"] = (b[6] - a[6]) / seconds
+        out[p] = row
+    return out
+
+
+def steady_point(mode: str, n: int, broker: TansuBroker, steady: float, join_after: float) -> dict:
+    """Run 1 (see the module docstring) for ``mode`` on ``n`` processes."""
+    prefix = f"ps{int(time.time() * 1000) % 10**9}{mode[0]}{n}"
+    extra = [*mode_args(mode, broker, prefix), *JOB_ARGS, "--traffic-every", "0.5",
+             "--phases", f"{STEADY_RATE:g}:{steady:g}"]
+    with CpuSampler(broker.proc.pid) as tansu:
+        result = run_latency(steady, STEADY_RATE, joins=1, extra=extra, processes=n, workers=1,
+                             join_at=[join_after])
+    start = result["start"]
+    t0, t1 = start + 1.0, start + result["join_spawn"][0]
+    lat = percentiles([lat * 1e3 for t, lat in result["epochs"] if 1.0 <= t < result["join_spawn"][0]])
+    spawn, done = result["join_spawn"][0], result["join_done"][0]
+    around = percentiles([lat * 1e3 for t, lat in result["epochs"] if spawn <= t < done + 1.0])
+    per_process = window_traffic([t for t in result["traffic"] if t["process"] < n], t0, t1)
+    rate = STEADY_RATE
+    rows = list(per_process.values())
+
+    def mean(key: str) -> float:
+        return float(np.mean([r[key] for r in rows])) / rate
+
+    return {"p50_ms": lat["p50"], "p99_ms": lat["p99"], "epochs": lat["n"],
+            "sent_messages_per_epoch": mean("sent_messages"), "sent_bytes_per_epoch": mean("sent_bytes"),
+            "received_messages_per_epoch": mean("received_messages"),
+            "received_bytes_per_epoch": mean("received_bytes"),
+            "max_received_messages_per_epoch": max(r["received_messages"] for r in rows) / rate,
+            "cpu_s_per_epoch_per_process": mean("cpu"),
+            "broker_cpu_s_per_epoch": tansu.between(t0, t1) / (t1 - t0) / rate,
+            "tcp_connections_per_process": float(np.mean([r["connections"] for r in rows])),
+            "log_subscriptions_per_process": float(np.mean([r["subscriptions"] for r in rows])),
+            "join_s": done - spawn, "join_bootstrap_s": result["bootstrap_client_s"][0],
+            "join_p99_ms": around["p99"], "processes_sampled": len(rows)}
+
+
+def search_point(mode: str, n: int, broker: TansuBroker, rates: tuple, seconds: float,
+                 pause: float) -> dict:
+    """Run 2: the rates in turn, ``pause`` seconds without injections between them."""
+    phases, spans, at = [], [], 0.0
+    for rate in rates:
+        phases += [f"{rate:g}:{seconds:g}", f"0:{pause:g}"]
+        spans.append((rate, at, at + seconds))
+        at += seconds + pause
+    prefix = f"pr{int(time.time() * 1000) % 10**9}{mode[0]}{n}"
+    extra = [*mode_args(mode, broker, prefix), *JOB_ARGS, "--phases", ",".join(phases)]
+    result = run_latency(at, rates[0], joins=0, extra=extra, processes=n, workers=1)
+    found, sustained, below = {}, None, True
+    for rate, lo, hi in spans:
+        lats = [lat * 1e3 for t, lat in result["epochs"] if lo <= t < hi]
+        p = percentiles(lats)
+        share = len(lats) / (rate * seconds)
+        ok = share >= SUSTAINED_SHARE and p["p99"] is not None and p["p99"] < SUSTAINED_P99_MS
+        found[f"{rate:g}"] = {"injected_share": share, "p50_ms": p["p50"], "p99_ms": p["p99"], "sustained": ok}
+        below = below and ok              # this rate and every lower one
+        if below:
+            sustained = rate
+    return {"rates": found, "highest_sustained_rate": sustained}
+
+
+def fit_exponent(ns: list[int], values: list[float]) -> float | None:
+    """The slope of log(value) against log(N): value ~ N^slope."""
+    pairs = [(n, v) for n, v in zip(ns, values) if v is not None and v > 0 and np.isfinite(v)]
+    if len(pairs) < 2:
+        return None
+    x, y = np.log([p[0] for p in pairs]), np.log([p[1] for p in pairs])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+FITTED = ("p50_ms", "p99_ms", "sent_messages_per_epoch", "received_messages_per_epoch",
+          "cpu_s_per_epoch_per_process", "broker_cpu_s_per_epoch", "join_s")
+
+
+def extrapolate(summary: dict) -> dict:
+    """64 and 256 processes on paper, from the measured per-message CPU cost.
+
+    Per mode, CPU per epoch per process is fitted as ``a + b * m`` with ``m`` the
+    messages a process sends and receives per epoch (least squares over the measured
+    N), and ``m`` is extended by its shape: peer-to-peer sends and receives each of its
+    batches once per peer (``m = k * 2 (N - 1)``, k batches per epoch); Kafka appends
+    its records once whatever N (``k``) and reads every other process's (``k (N -
+    1)``). Latency grows by the fitted exponent; the broker's CPU per epoch (Kafka) by
+    its own. The per-process rate bound is 1 / (CPU per epoch) on one core."""
+    out = {}
+    for mode in MODES:
+        points = summary[mode]
+        ns = sorted(int(n) for n in points)
+        m = [points[str(n)]["sent_messages_per_epoch"] + points[str(n)]["received_messages_per_epoch"] for n in ns]
+        cpu = [points[str(n)]["cpu_s_per_epoch_per_process"] for n in ns]
+        b, a = np.polyfit(m, cpu, 1) if len(ns) >= 2 else (0.0, cpu[0])
+        biggest = points[str(ns[-1])]
+        if mode == "p2p":
+            k = biggest["sent_messages_per_epoch"] / (ns[-1] - 1)
+        else:
+            k = biggest["sent_messages_per_epoch"]
+        fits = summary["fits"][mode]
+        rows = {}
+        for n in EXTRAPOLATE_TO:
+            msgs = 2 * k * (n - 1) if mode == "p2p" else k + k * (n - 1)
+            cpu_n = float(a + b * msgs)
+            row = {"messages_per_epoch_per_process": msgs, "cpu_s_per_epoch_per_process": cpu_n,
+                   "epochs_per_s_per_core_bound": (1.0 / cpu_n) if cpu_n > 0 else None}
+            for key in ("p50_ms", "p99_ms", "broker_cpu_s_per_epoch"):
+                e = fits.get(key)
+                v = biggest.get(key)
+                if e is not None and v:
+                    row[key] = float(v * (n / ns[-1]) ** e)
+            rows[str(n)] = row
+        out[mode] = {"cpu_per_message_s": float(b), "cpu_per_epoch_fixed_s": float(a),
+                     "batches_per_epoch": float(k), "at": rows}
+    return out
+
+
+def plot(summary: dict, path: str) -> None:
+    with figure(path, 1, 2, figsize=(12, 4.5)) as (a, b):
+        for mode, marker in (("p2p", "o"), ("kafka", "s")):
+            ns = sorted(int(n) for n in summary[mode])
+            rows = [summary[mode][str(n)] for n in ns]
+            a.plot(ns, [r["p50_ms"] for r in rows], marker=marker, label=f"{mode} p50")
+            a.plot(ns, [r["p99_ms"] for r in rows], marker=marker, linestyle="--", label=f"{mode} p99")
+            b.plot(ns, [r["sent_messages_per_epoch"] for r in rows], marker=marker, label=f"{mode} sent")
+            b.plot(ns, [r["received_messages_per_epoch"] for r in rows], marker=marker, linestyle="--",
+                   label=f"{mode} received")
+        style(a, xlog=True, ylog=True, xlabel="processes (1 worker each)", ylabel="epoch latency (ms)",
+              title=f"WordCount at {STEADY_RATE:g} epochs/s", legend=True)
+        style(b, xlog=True, ylog=True, xlabel="processes (1 worker each)",
+              ylabel="progress messages per epoch per process",
+              title="p2p: frames to peers; Kafka: records appended / read", legend=True)
+        for ax in (a, b):
+            ax.set_xticks(sorted({int(n) for mode in MODES for n in summary[mode]}))
+            ax.set_xticklabels([str(t) for t in ax.get_xticks()])
+
+
+def main() -> None:
+    args = parse_args("progress_scale", __doc__.splitlines()[0])
+    quick = args.quick
+    ns = (2, 4, 8) if quick else (2, 4, 8, 16)
+    steady, join_after = (6.0, 4.0) if quick else (12.0, 8.0)
+    rates, seconds, pause = ((50.0, 200.0), 2.0, 1.0) if quick else (SEARCH_RATES, 3.0, 1.5)
+    summary: dict = {mode: {} for mode in MODES}
+    raw: dict = {mode: {} for mode in MODES}
+    started = time.time()
+    with TansuBroker() as broker:
+        for n in ns:
+            for mode in MODES:           # the modes in turn at each N: the load is shared alike
+                point = steady_point(mode, n, broker, steady, join_after)
+                search = search_point(mode, n, broker, rates, seconds, pause)
+                point["highest_sustained_rate"] = search["highest_sustained_rate"]
+                summary[mode][str(n)] = point
+                raw[mode][str(n)] = search
+                print(f"{mode:5} N={n:<3} p50 {point['p50_ms']:7.2f} p99 {point['p99_ms']:7.2f} ms, "
+                      f"msgs/epoch sent {point['sent_messages_per_epoch']:6.1f} received "
+                      f"{point['received_messages_per_epoch']:6.1f}, cpu/epoch {point['cpu_s_per_epoch_per_process'] * 1e3:6.2f} ms, "
+                      f"broker {point['broker_cpu_s_per_epoch'] * 1e3:6.2f} ms, join {point['join_s']:.2f} s, "
+                      f"sustained {search['highest_sustained_rate']} ({time.time() - started:.0f} s)", flush=True)
+    summary["fits"] = {mode: {key: fit_exponent([int(n) for n in summary[mode]],
+                                                [summary[mode][n][key] for n in summary[mode]])
+                              for key in FITTED} for mode in MODES}
+    summary["extrapolated"] = extrapolate(summary)
+    summary["steady_rate"] = STEADY_RATE
+    summary["load"] = os.getloadavg()
+    rows = []
+    for mode in MODES:
+        for n in ns:
+            r = summary[mode][str(n)]
+            rows.append([mode, n, f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['sent_messages_per_epoch']:.1f}",
+                         f"{r['received_messages_per_epoch']:.1f}", f"{r['sent_bytes_per_epoch']:.0f}",
+                         f"{r['received_bytes_per_epoch']:.0f}", f"{r['tcp_connections_per_process']:.0f}",
+                         f"{r['log_subscriptions_per_process']:.0f}", f"{r['cpu_s_per_epoch_per_process'] * 1e3:.2f}",
+                         f"{r['broker_cpu_s_per_epoch'] * 1e3:.2f}", r["highest_sustained_rate"],
+                         f"{r['join_s']:.2f}"])
+    print(table(rows, ["mode", "N", "p50 ms", "p99 ms", "msgs sent", "msgs recv", "bytes sent", "bytes recv",
+                       "tcp conns", "logs tailed", "cpu ms/epoch", "broker ms/epoch", "sustained /s",
+                       "join s"]))
+    for mode in MODES:
+        print(f"{mode} exponents in N: " + ", ".join(f"{k} {v:.2f}" for k, v in summary["fits"][mode].items()
+                                                    if v is not None))
+        ex = summary["extrapolated"][mode]
+        print(f"{mode} extrapolated: " + "; ".join(
+            f"N={n}: {r['messages_per_epoch_per_process']:.0f} msgs/epoch, "
+            f"{r['cpu_s_per_epoch_per_process'] * 1e3:.1f} ms CPU/epoch" for n, r in ex["at"].items()))
+    print(f"load average {summary['load']}")
+    png = os.path.splitext(args.json)[0] + ".png"
+    plot(summary, png)
+    write_report(args.json, "progress_scale", summary, raw, png=os.path.relpath(png, os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), steady_seconds=steady, search_rates=list(rates))
+
+
+if __name__ == "__main__":
+    main()
