@@ -381,7 +381,9 @@ class ProgressLog:
 
         A subscriber that has committed no position in a worker's log holds all of it.
         Returns the number of segments deleted; 0 (and never again) on a broker that
-        cannot delete topics."""
+        cannot delete topics. The subscribers' positions (a round trip each) are asked
+        only when the snapshots would let a segment go: a trim every second otherwise
+        cost O(processes) requests per process, O(processes^2) for the broker."""
         if not self.can_delete:
             return 0
         # Never the segment being appended to: readers and snapshots reach the next one
@@ -389,6 +391,8 @@ class ProgressLog:
         # Nor what the snapshot indexed before the latest needs: a joiner that read the
         # index just before the latest was written starts there.
         reached = {w: min(self._previous_covers.get(w, 0), self._segment[w]) for w in self.workers}
+        if all(reached[w] <= self._oldest[w] for w in self.workers):
+            return 0        # nothing our snapshots let go of yet: no need to ask the subscribers
         for name in subscribers:
             try:
                 found = group_offsets(self.admin, self.topics.subscriber_group(name))

@@ -94,13 +94,18 @@ class Subscriber:
             self._reader = Consumer(consumer_config(self.bootstrap, f"{self.topics.prefix}.reader",
                                                     self.options))
         self._reader.assign([TopicPartition(topic, 0, offset)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            # poll, not consume(n, timeout): that waits out its timeout unless n records come
-            message = self._reader.poll(0.2)
-            if message is not None and message.error() is None and message.offset() == offset:
-                self.snapshots_read[worker] = self.snapshots_read.get(worker, 0) + 1
-                return unpack(message.value())
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                # poll, not consume(n, timeout): that waits out its timeout unless n records come
+                message = self._reader.poll(0.2)
+                if message is not None and message.error() is None and message.offset() == offset:
+                    self.snapshots_read[worker] = self.snapshots_read.get(worker, 0) + 1
+                    return unpack(message.value())
+        finally:
+            # an assigned partition is fetched for as long as it stays assigned: a fetch
+            # every fetch wait, for nothing, at the broker's cost
+            self._reader.unassign()
         raise BrokerLostError(f"the snapshot of worker {worker} at offset {offset} of "
                               f"{topic} could not be read (did the broker lose it?)")
 

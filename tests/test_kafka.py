@@ -235,6 +235,28 @@ def test_trim_keeps_the_segment_being_appended_to(tansu, prefix):
     assert [g[2] for g in got] == list(range(11))
 
 
+def test_trim_asks_the_subscribers_only_once_a_snapshot_lets_a_segment_go(tansu, prefix, monkeypatch):
+    """Every trim asked each other process's subscriber where it was (a round trip each,
+    every second, from every process): now only once the snapshots would let a segment
+    go, and the deletion is what it was."""
+    import broker.log as log_module
+    asked = []
+    real = log_module.group_offsets
+    monkeypatch.setattr(log_module, "group_offsets", lambda admin, group, *a: asked.append(group) or real(admin, group, *a))
+    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=5, segment_records=5)
+    for seq in range(7):                                  # segment 0 full, one snapshot (its tail starts in 1)
+        log.append(0, 1, seq, [(("k", seq), 1)])
+    log.flush()
+    assert log.trim(["c", "d"]) == 0 and asked == []       # the snapshot before it covers nothing
+    for seq in range(7, 12):                              # a second snapshot: segment 0 may go
+        log.append(0, 1, seq, [(("k", seq), 1)])
+    log.flush()
+    assert wait_until(lambda: log._indexed_lseq.get(0) == 10)
+    assert log.trim(["c", "d"]) == 0                       # nobody has read anything: nothing goes
+    assert asked == [Topics(prefix).subscriber_group("c"), Topics(prefix).subscriber_group("d")]
+    log.close()
+
+
 def test_the_runtime_deletes_log_segments_as_it_goes(tansu, prefix, caplog):
     lines = wordcount.synthetic_lines(400, 5, 50)
     config = kafka_config(tansu, prefix, workers=2, kafka_snapshot_interval=10, kafka_segment_records=10,
