@@ -37,7 +37,45 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import timely  # noqa: E402
 from _job_common import paced_arguments, paced_epochs  # noqa: E402
+from timely.dataflow.channels import Pipeline  # noqa: E402
 from wordcount import count_words  # noqa: E402
+
+
+def tally(acc, words):
+    """The per-epoch fold of a bin's words (``stateful_unary``'s ``combine``)."""
+    acc = {} if acc is None else acc
+    for w in words:
+        acc[w] = acc.get(w, 0) + 1
+    return acc
+
+
+def totals(time, counts, state, notificator, output):
+    """A bin's running totals, emitted once its epoch is complete."""
+    for w, n in counts.items():
+        state[w] = state.get(w, 0) + n
+        output.append((w, state[w]))
+
+
+def pipeline_shape(words):
+    """examples/pipeline's operators without Kafka: the words keyed through Megaphone
+    (its F routes by the configuration at the epoch, its S folds each epoch and emits
+    once the epoch is complete, as PageAggregates does), then a stand-in for
+    ``kafka_sink`` that holds an epoch's results until its input frontier passes the
+    epoch and only then releases them (the sink writes at that point, and its output
+    frontier passes the epoch once written)."""
+    held: dict = {}
+
+    def sink(input, output, notificator):
+        for cap, batch in input:
+            if cap.time not in held:
+                held[cap.time] = []
+                notificator.notify_at(cap.retain())
+            held[cap.time].extend(batch)
+        for cap in notificator:
+            output.give_batch(cap, held.pop(cap.time))
+            cap.drop()
+    return (words.stateful_unary(None, lambda w: w, "Totals", totals, combine=tally)
+            .unary_notify(Pipeline(), "SinkStandIn", [], sink))
 
 
 def parse_phases(text):
@@ -81,8 +119,9 @@ def latency(argv):
     parser = paced_arguments(duration=40.0)
     parser.add_argument("--phases", type=parse_phases, default=None, metavar="RATE:SECONDS,...")
     parser.add_argument("--traffic-every", type=float, default=0.0, metavar="SECONDS")
-    parser.add_argument("--dataflow", choices=("wordcount", "exchange"), default="wordcount",
-                        help="exchange: the words exchanged and probed, no per-epoch count")
+    parser.add_argument("--dataflow", choices=("wordcount", "exchange", "pipeline"), default="wordcount",
+                        help="exchange: the words exchanged and probed, no per-epoch count; pipeline: "
+                             "the pipeline's shape (see pipeline_shape)")
     args, rest = parser.parse_known_args(argv)
     config = timely.Config.from_args(rest)
     rng = random.Random(11)
@@ -103,7 +142,8 @@ def latency(argv):
         def dataflow(scope):
             source, lines = scope.new_input()
             words = lines.flat_map(str.split)
-            counted = count_words(words) if args.dataflow == "wordcount" else words.exchange(lambda w: w)
+            counted = (count_words(words) if args.dataflow == "wordcount" else pipeline_shape(words)
+                       if args.dataflow == "pipeline" else words.exchange(lambda w: w))
             return source, counted.probe()
         source, probe = worker.dataflow(dataflow)
         if built[0] is None:

@@ -18,8 +18,10 @@
    accumulated state, whose size does not grow with history either.
 4. Rounds: where an epoch's latency goes. A run of each mode at 50 epochs/s without a
    join, traced (``--progress-trace``, ``timely.communication.progress_trace``), for
-   WordCount and for the plain exchange (``--dataflow exchange``: the words exchanged
-   and probed, no per-epoch count). Per epoch, its critical path of progress rounds
+   WordCount, for the plain exchange (``--dataflow exchange``: the words exchanged
+   and probed, no per-epoch count) and for the pipeline's shape (``--dataflow
+   pipeline``: Megaphone's F and S folding each epoch, then a sink stand-in that
+   releases an epoch once its frontier passed it). Per epoch, its critical path of progress rounds
    from the injection to worker 0's probe (``epoch_rounds``: each round the batch a
    worker applied last before it sent the next one), and the latency split along it:
    remote hops (Kafka: ``buffered`` in the sender's step, ``broker`` from append to the
@@ -50,11 +52,14 @@ from timely.launch import LocalCluster
 HISTORY_JOB = os.path.join(ROOT, "benchmarks", "_history_job.py")
 
 
-def mode_args(mode, broker, prefix, interval=1000):
+def mode_args(mode, broker, prefix, interval=None):
+    """A cluster's arguments for ``mode`` (Kafka: with a snapshot every ``interval``
+    records, default the runtime's)."""
     if mode == "p2p":
         return []
+    snapshots = [] if interval is None else ["--kafka-snapshot-interval", str(interval)]
     return ["--progress-mode", "kafka", "--kafka-bootstrap", broker.bootstrap, "--kafka-prefix", prefix,
-            "--kafka-snapshot-interval", str(interval)]
+            *snapshots]
 
 
 def history_run(mode, history, broker, interval=1000):
@@ -134,7 +139,7 @@ def rounds_run(mode, dataflow, broker, seconds, rate=50.0):
 def rounds_part(broker, seconds):
     """Part 4: both dataflows, the two modes in turn."""
     out = {}
-    for dataflow in ("exchange", "wordcount"):
+    for dataflow in ("exchange", "wordcount", "pipeline"):
         for mode in ("p2p", "kafka"):
             r = out[f"{mode} {dataflow}"] = rounds_run(mode, dataflow, broker, seconds)
             cp = r["critical_path_p50_ms"]
