@@ -47,7 +47,8 @@ def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None
         now = time.time()
         if not running(now):
             break
-        if schedule is not None and schedule(now) <= 0:
+        paused = schedule is not None and schedule(now) <= 0
+        if paused:
             next_at = now                   # a pause: nothing due, nothing owed after it
         elif (not pending) if flat_out else now >= next_at:
             source.send_batch([next_line()])
@@ -56,12 +57,12 @@ def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None
             pending.append((epoch - 1, next_at if scheduled and not flat_out else now))
             if schedule is None:
                 next_at += period
-            else:
+            else:                           # the rate of the phase the epoch was due in
                 due = schedule(next_at)
-                next_at += 1.0 / due if due > 0 else 0.0
+                next_at += 1.0 / (due if due > 0 else schedule(now))
             if on_inject is not None:
                 on_inject(epoch, now)
-        worker.step_or_park(0.005 if flat_out else max(0.0, min(0.005, next_at - time.time())))
+        worker.step_or_park(0.005 if flat_out or paused else max(0.0, min(0.005, next_at - time.time())))
         done = time.time()
         while pending and not probe.less_equal(pending[0][0]):
             e, injected = pending.popleft()

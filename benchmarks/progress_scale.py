@@ -5,12 +5,14 @@ seed 003's WordCount (benchmarks/_rescaling_latency_job.py: a line of 10 words o
 keys per epoch, exchanged by word, counted per epoch), worker 0 injecting epochs at a
 fixed rate. Two runs per mode and N, on one Tansu broker:
 
-1. steady: ``STEADY_RATE`` epochs/s; per-epoch latency p50/p99 and, from every
-   process's samples (``--traffic-every``), progress messages and bytes per epoch sent
-   and received per process, its TCP connections and log subscriptions, its CPU
-   seconds per epoch, and the broker's CPU per epoch, all over the window from 1 s
-   after the start to the join; then one more process joins: the time from its start
-   to its bootstrap done (``joined at``), and the p99 around it;
+1. steady: a few seconds without epochs, then ``STEADY_RATE`` epochs/s; per-epoch
+   latency p50/p99 and, from every process's samples (``--traffic-every``), progress
+   messages and bytes per epoch sent and received per process, its TCP connections and
+   log subscriptions, its CPU seconds per epoch (all of it, and the marginal part: less
+   what it spends per second with nothing to do, measured in the quiet seconds), and
+   the broker's CPU (idle, and per epoch), over the window from 1 s after the epochs
+   start to the join; then one more process joins: the time from its start to its
+   bootstrap done (``joined at``), and the p99 around it;
 2. search: rates ``SEARCH_RATES`` for a few seconds each, a pause between them; a
    rate is *sustained* when worker 0 injected at least 95% of the epochs due and their
    p99 stays below 100 ms; the highest rate sustained with every lower one reported.
@@ -112,33 +114,43 @@ def window_traffic(traffic: list[dict], t0: float, t1: float) -> dict:
     return out
 
 
-def steady_point(mode: str, n: int, broker: TansuBroker, steady: float, join_after: float) -> dict:
-    """Run 1 (see the module docstring) for ``mode`` on ``n`` processes."""
+def steady_point(mode: str, n: int, broker: TansuBroker, steady: float, join_after: float,
+                 idle: float) -> dict:
+    """Run 1 (see the module docstring) for ``mode`` on ``n`` processes, after ``idle``
+    seconds without epochs (what a process and the broker spend with nothing to do)."""
     prefix = f"ps{int(time.time() * 1000) % 10**9}{mode[0]}{n}"
     extra = [*mode_args(mode, broker, prefix), *JOB_ARGS, "--traffic-every", "0.5",
-             "--phases", f"{STEADY_RATE:g}:{steady:g}"]
+             "--phases", f"0:{idle:g},{STEADY_RATE:g}:{steady:g}"]
     with CpuSampler(broker.proc.pid) as tansu:
-        result = run_latency(steady, STEADY_RATE, joins=1, extra=extra, processes=n, workers=1,
-                             join_at=[join_after])
+        result = run_latency(idle + steady, STEADY_RATE, joins=1, extra=extra, processes=n, workers=1,
+                             join_at=[idle + join_after])
     start = result["start"]
-    t0, t1 = start + 1.0, start + result["join_spawn"][0]
-    lat = percentiles([lat * 1e3 for t, lat in result["epochs"] if 1.0 <= t < result["join_spawn"][0]])
     spawn, done = result["join_spawn"][0], result["join_done"][0]
+    t0, t1 = start + idle + 1.0, start + spawn
+    lat = percentiles([lat * 1e3 for t, lat in result["epochs"] if idle + 1.0 <= t < spawn])
     around = percentiles([lat * 1e3 for t, lat in result["epochs"] if spawn <= t < done + 1.0])
-    per_process = window_traffic([t for t in result["traffic"] if t["process"] < n], t0, t1)
+    originals = [t for t in result["traffic"] if t["process"] < n]
+    rows = list(window_traffic(originals, t0, t1).values())
+    quiet = list(window_traffic(originals, start + 0.25, start + idle).values())
     rate = STEADY_RATE
-    rows = list(per_process.values())
 
-    def mean(key: str) -> float:
-        return float(np.mean([r[key] for r in rows])) / rate
+    def mean(key: str, of: list = rows) -> float:
+        return float(np.mean([r[key] for r in of])) / rate
 
+    idle_cpu = mean("cpu", quiet) * rate if quiet else float("nan")
+    broker_idle = tansu.between(start + 0.25, start + idle) / (idle - 0.25)
+    broker_busy = tansu.between(t0, t1) / (t1 - t0)
     return {"p50_ms": lat["p50"], "p99_ms": lat["p99"], "epochs": lat["n"],
+            "idle_cpu_s_per_s_per_process": idle_cpu,
+            "marginal_cpu_s_per_epoch": mean("cpu") - idle_cpu / rate,
+            "broker_idle_cpu_s_per_s": broker_idle,
+            "broker_marginal_cpu_s_per_epoch": (broker_busy - broker_idle) / rate,
             "sent_messages_per_epoch": mean("sent_messages"), "sent_bytes_per_epoch": mean("sent_bytes"),
             "received_messages_per_epoch": mean("received_messages"),
             "received_bytes_per_epoch": mean("received_bytes"),
             "max_received_messages_per_epoch": max(r["received_messages"] for r in rows) / rate,
             "cpu_s_per_epoch_per_process": mean("cpu"),
-            "broker_cpu_s_per_epoch": tansu.between(t0, t1) / (t1 - t0) / rate,
+            "broker_cpu_s_per_epoch": broker_busy / rate,
             "tcp_connections_per_process": float(np.mean([r["connections"] for r in rows])),
             "log_subscriptions_per_process": float(np.mean([r["subscriptions"] for r in rows])),
             "join_s": done - spawn, "join_bootstrap_s": result["bootstrap_client_s"][0],
@@ -179,29 +191,42 @@ def fit_exponent(ns: list[int], values: list[float]) -> float | None:
 
 
 FITTED = ("p50_ms", "p99_ms", "sent_messages_per_epoch", "received_messages_per_epoch",
-          "cpu_s_per_epoch_per_process", "broker_cpu_s_per_epoch", "join_s")
+          "cpu_s_per_epoch_per_process", "marginal_cpu_s_per_epoch", "idle_cpu_s_per_s_per_process",
+          "broker_cpu_s_per_epoch", "broker_idle_cpu_s_per_s", "join_s")
 
 
 def extrapolate(summary: dict) -> dict:
     """64 and 256 processes on paper, from the measured per-message CPU cost.
 
-    Per mode, CPU per epoch per process is fitted as ``a + b * m`` with ``m`` the
-    messages a process sends and receives per epoch (least squares over the measured
-    N), and ``m`` is extended by its shape: peer-to-peer sends and receives each of its
-    batches once per peer (``m = k * 2 (N - 1)``, k batches per epoch); Kafka appends
-    its records once whatever N (``k``) and reads every other process's (``k (N -
-    1)``). Latency grows by the fitted exponent; the broker's CPU per epoch (Kafka) by
-    its own. The per-process rate bound is 1 / (CPU per epoch) on one core."""
+    Per mode, the marginal CPU of an epoch per process (its CPU per epoch less what it
+    spends idle) is fitted as ``a + b * m`` with ``m`` the messages a process sends and
+    receives per epoch (least squares over the N whose steady phase kept up; ``b``
+    clipped at 0, the CPU per message), and ``m`` is
+    extended by its shape: peer-to-peer sends and receives each of its batches once per
+    peer (``m = k * 2 (N - 1)``, k batches per epoch); Kafka appends its records once
+    whatever N (``k``) and reads every other process's (``k (N - 1)``). Latency grows by
+    the fitted exponent; the broker's CPU per epoch (Kafka) by its own. The
+    per-process rate bound is 1 / (marginal CPU per epoch) on one core."""
     out = {}
     for mode in MODES:
         points = summary[mode]
-        ns = sorted(int(n) for n in points)
+        measured = [n for n in sorted(int(n) for n in points) if points[str(n)].get("marginal_cpu_s_per_epoch")]
+        # where the steady phase kept up: a saturated cluster folds several epochs into a
+        # step, so its messages and CPU per epoch drop for the wrong reason
+        ns = [n for n in measured if (points[str(n)]["p99_ms"] or 1e9) < SUSTAINED_P99_MS]
+        if len(ns) < 2:
+            ns = measured
+        if not ns:
+            continue
         m = [points[str(n)]["sent_messages_per_epoch"] + points[str(n)]["received_messages_per_epoch"] for n in ns]
-        cpu = [points[str(n)]["cpu_s_per_epoch_per_process"] for n in ns]
+        cpu = [points[str(n)]["marginal_cpu_s_per_epoch"] for n in ns]
         b, a = np.polyfit(m, cpu, 1) if len(ns) >= 2 else (0.0, cpu[0])
-        biggest = points[str(ns[-1])]
+        if b < 0:                          # the spread of the machine, not a saving per message
+            b, a = 0.0, float(np.mean(cpu))
+        top = max(int(n) for n in points)
+        biggest = points[str(top)]
         if mode == "p2p":
-            k = biggest["sent_messages_per_epoch"] / (ns[-1] - 1)
+            k = biggest["sent_messages_per_epoch"] / (top - 1)
         else:
             k = biggest["sent_messages_per_epoch"]
         fits = summary["fits"][mode]
@@ -209,13 +234,14 @@ def extrapolate(summary: dict) -> dict:
         for n in EXTRAPOLATE_TO:
             msgs = 2 * k * (n - 1) if mode == "p2p" else k + k * (n - 1)
             cpu_n = float(a + b * msgs)
-            row = {"messages_per_epoch_per_process": msgs, "cpu_s_per_epoch_per_process": cpu_n,
+            row = {"messages_per_epoch_per_process": msgs, "marginal_cpu_s_per_epoch": cpu_n,
                    "epochs_per_s_per_core_bound": (1.0 / cpu_n) if cpu_n > 0 else None}
-            for key in ("p50_ms", "p99_ms", "broker_cpu_s_per_epoch"):
+            for key in ("p50_ms", "p99_ms", "broker_cpu_s_per_epoch", "broker_idle_cpu_s_per_s",
+                        "idle_cpu_s_per_s_per_process"):
                 e = fits.get(key)
                 v = biggest.get(key)
                 if e is not None and v:
-                    row[key] = float(v * (n / ns[-1]) ** e)
+                    row[key] = float(v * (n / top) ** e)
             rows[str(n)] = row
         out[mode] = {"cpu_per_message_s": float(b), "cpu_per_epoch_fixed_s": float(a),
                      "batches_per_epoch": float(k), "at": rows}
@@ -246,7 +272,7 @@ def main() -> None:
     args = parse_args("progress_scale", __doc__.splitlines()[0])
     quick = args.quick
     ns = (2, 4, 8) if quick else (2, 4, 8, 16)
-    steady, join_after = (6.0, 4.0) if quick else (12.0, 8.0)
+    steady, join_after, idle = (6.0, 4.0, 1.5) if quick else (12.0, 8.0, 2.5)
     rates, seconds, pause = ((50.0, 200.0), 2.0, 1.0) if quick else (SEARCH_RATES, 3.0, 1.5)
     summary: dict = {mode: {} for mode in MODES}
     raw: dict = {mode: {} for mode in MODES}
@@ -254,15 +280,17 @@ def main() -> None:
     with TansuBroker() as broker:
         for n in ns:
             for mode in MODES:           # the modes in turn at each N: the load is shared alike
-                point = steady_point(mode, n, broker, steady, join_after)
+                point = steady_point(mode, n, broker, steady, join_after, idle)
                 search = search_point(mode, n, broker, rates, seconds, pause)
                 point["highest_sustained_rate"] = search["highest_sustained_rate"]
                 summary[mode][str(n)] = point
                 raw[mode][str(n)] = search
                 print(f"{mode:5} N={n:<3} p50 {point['p50_ms']:7.2f} p99 {point['p99_ms']:7.2f} ms, "
                       f"msgs/epoch sent {point['sent_messages_per_epoch']:6.1f} received "
-                      f"{point['received_messages_per_epoch']:6.1f}, cpu/epoch {point['cpu_s_per_epoch_per_process'] * 1e3:6.2f} ms, "
-                      f"broker {point['broker_cpu_s_per_epoch'] * 1e3:6.2f} ms, join {point['join_s']:.2f} s, "
+                      f"{point['received_messages_per_epoch']:6.1f}, cpu/epoch {point['cpu_s_per_epoch_per_process'] * 1e3:6.2f} ms "
+                      f"(marginal {point['marginal_cpu_s_per_epoch'] * 1e3:.2f}), broker "
+                      f"{point['broker_cpu_s_per_epoch'] * 1e3:6.2f} ms (idle {point['broker_idle_cpu_s_per_s'] * 100:.0f}%), "
+                      f"join {point['join_s']:.2f} s, "
                       f"sustained {search['highest_sustained_rate']} ({time.time() - started:.0f} s)", flush=True)
     summary["fits"] = {mode: {key: fit_exponent([int(n) for n in summary[mode]],
                                                 [summary[mode][n][key] for n in summary[mode]])
@@ -278,18 +306,23 @@ def main() -> None:
                          f"{r['received_messages_per_epoch']:.1f}", f"{r['sent_bytes_per_epoch']:.0f}",
                          f"{r['received_bytes_per_epoch']:.0f}", f"{r['tcp_connections_per_process']:.0f}",
                          f"{r['log_subscriptions_per_process']:.0f}", f"{r['cpu_s_per_epoch_per_process'] * 1e3:.2f}",
-                         f"{r['broker_cpu_s_per_epoch'] * 1e3:.2f}", r["highest_sustained_rate"],
+                         f"{r['marginal_cpu_s_per_epoch'] * 1e3:.2f}", f"{r['idle_cpu_s_per_s_per_process'] * 100:.0f}%",
+                         f"{r['broker_cpu_s_per_epoch'] * 1e3:.2f}", f"{r['broker_idle_cpu_s_per_s'] * 100:.0f}%",
+                         r["highest_sustained_rate"],
                          f"{r['join_s']:.2f}"])
     print(table(rows, ["mode", "N", "p50 ms", "p99 ms", "msgs sent", "msgs recv", "bytes sent", "bytes recv",
-                       "tcp conns", "logs tailed", "cpu ms/epoch", "broker ms/epoch", "sustained /s",
+                       "tcp conns", "logs tailed", "cpu ms/epoch", "marginal ms/epoch", "idle cpu",
+                       "broker ms/epoch", "broker idle", "sustained /s",
                        "join s"]))
     for mode in MODES:
         print(f"{mode} exponents in N: " + ", ".join(f"{k} {v:.2f}" for k, v in summary["fits"][mode].items()
                                                     if v is not None))
-        ex = summary["extrapolated"][mode]
+        ex = summary["extrapolated"].get(mode)
+        if ex is None:
+            continue
         print(f"{mode} extrapolated: " + "; ".join(
             f"N={n}: {r['messages_per_epoch_per_process']:.0f} msgs/epoch, "
-            f"{r['cpu_s_per_epoch_per_process'] * 1e3:.1f} ms CPU/epoch" for n, r in ex["at"].items()))
+            f"{r['marginal_cpu_s_per_epoch'] * 1e3:.2f} ms CPU/epoch" for n, r in ex["at"].items()))
     print(f"load average {summary['load']}")
     png = os.path.splitext(args.json)[0] + ".png"
     plot(summary, png)
