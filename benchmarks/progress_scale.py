@@ -38,6 +38,7 @@ import threading
 import time
 
 import numpy as np
+from matplotlib.ticker import NullLocator
 from _common import cpu_seconds, figure, parse_args, percentiles, style, table, write_report
 from progress_modes import SUSTAINED_P99_MS, SUSTAINED_SHARE, mode_args
 from rescaling_latency import run as run_latency
@@ -196,55 +197,59 @@ FITTED = ("p50_ms", "p99_ms", "sent_messages_per_epoch", "received_messages_per_
 
 
 def extrapolate(summary: dict) -> dict:
-    """64 and 256 processes on paper, from the measured per-message CPU cost.
+    """64 and 256 processes on paper, from the measured costs (not from the latencies'
+    exponents, which on 2 cores are the machine's as soon as it saturates).
 
-    Per mode, the marginal CPU of an epoch per process (its CPU per epoch less what it
-    spends idle) is fitted as ``a + b * m`` with ``m`` the messages a process sends and
-    receives per epoch (least squares over the N whose steady phase kept up; ``b``
-    clipped at 0, the CPU per message), and ``m`` is
-    extended by its shape: peer-to-peer sends and receives each of its batches once per
-    peer (``m = k * 2 (N - 1)``, k batches per epoch); Kafka appends its records once
-    whatever N (``k``) and reads every other process's (``k (N - 1)``). Latency grows by
-    the fitted exponent; the broker's CPU per epoch (Kafka) by its own. The
-    per-process rate bound is 1 / (marginal CPU per epoch) on one core."""
-    out = {}
-    for mode in MODES:
-        points = summary[mode]
-        measured = [n for n in sorted(int(n) for n in points) if points[str(n)].get("marginal_cpu_s_per_epoch")]
-        # where the steady phase kept up: a saturated cluster folds several epochs into a
-        # step, so its messages and CPU per epoch drop for the wrong reason
-        ns = [n for n in measured if (points[str(n)]["p99_ms"] or 1e9) < SUSTAINED_P99_MS]
-        if len(ns) < 2:
-            ns = measured
-        if not ns:
-            continue
-        m = [points[str(n)]["sent_messages_per_epoch"] + points[str(n)]["received_messages_per_epoch"] for n in ns]
-        cpu = [points[str(n)]["marginal_cpu_s_per_epoch"] for n in ns]
-        b, a = np.polyfit(m, cpu, 1) if len(ns) >= 2 else (0.0, cpu[0])
-        if b < 0:                          # the spread of the machine, not a saving per message
-            b, a = 0.0, float(np.mean(cpu))
-        top = max(int(n) for n in points)
-        biggest = points[str(top)]
-        if mode == "p2p":
-            k = biggest["sent_messages_per_epoch"] / (top - 1)
-        else:
-            k = biggest["sent_messages_per_epoch"]
-        fits = summary["fits"][mode]
+    - Messages per epoch per process: WordCount sends k batches per worker and epoch (k
+      measured at the smallest N, where every epoch got its own steps); peer-to-peer
+      writes each once per peer and reads every peer's (``2 k (N - 1)``), Kafka appends
+      one record per step whatever N and reads every other process's (``k + k (N - 1)``).
+    - CPU per message ``c``: the slope of a process's marginal CPU per epoch (its CPU
+      per epoch less what it spends idle) against its messages per epoch, fitted on
+      peer-to-peer, whose messages per process grow with N (Kafka's stay within the
+      machine's spread from N = 2 to 8: a record read costs the subscriber little, and
+      its apply is the same Progcaster.apply); ``a`` the rest of an epoch's CPU. A
+      process then spends ``a + c m`` per epoch: at most ``1 / (a + c m)`` epochs/s per core.
+    - The broker (Kafka): Tansu answers a fetch only when its wait ends, so every
+      subscriber polls every ``fetch.wait.max.ms`` whatever happens, at a CPU cost that
+      grows with the logs it tails: idle broker CPU ``N (p0 + p1 (N - 1))``, fitted on
+      the N where it still grew (beyond, the machine ran out of cores); and it serves each
+      record to N - 1 readers: ``k N (N - 1)`` deliveries per epoch.
+    - Connections per process: N - 1 TCP connections (two threads each) in both modes
+      (data flows over TCP in Kafka mode too), plus the broker's clients in Kafka mode."""
+    p2p, kafka = summary["p2p"], summary["kafka"]
+    ns = sorted(int(n) for n in p2p)
+    m = [p2p[str(n)]["sent_messages_per_epoch"] + p2p[str(n)]["received_messages_per_epoch"] for n in ns]
+    cpu = [p2p[str(n)]["marginal_cpu_s_per_epoch"] for n in ns]
+    c, a = np.polyfit(m, cpu, 1) if len(ns) >= 2 else (0.0, cpu[0])
+    c = max(0.0, float(c))
+    small = str(ns[0])
+    k_p2p = p2p[small]["sent_messages_per_epoch"] / (ns[0] - 1)
+    k_kafka = kafka[small]["sent_messages_per_epoch"] if small in kafka else k_p2p
+    grew = []
+    for n in sorted(int(n) for n in kafka):
+        idle = kafka[str(n)]["broker_idle_cpu_s_per_s"]
+        if grew and idle <= kafka[str(grew[-1])]["broker_idle_cpu_s_per_s"]:
+            break
+        grew.append(n)
+    p1, p0 = (np.polyfit([n - 1 for n in grew], [kafka[str(n)]["broker_idle_cpu_s_per_s"] / n for n in grew], 1)
+              if len(grew) >= 2 else (0.0, 0.0))
+    out: dict = {"cpu_per_message_s": c, "cpu_per_epoch_fixed_s": float(a),
+                 "batches_per_epoch": {"p2p": k_p2p, "kafka": k_kafka},
+                 "broker_poll_cpu_per_subscriber_s_per_s": float(p0), "broker_poll_cpu_per_log_tailed_s_per_s": float(p1),
+                 "broker_fit_on": grew, "at": {}}
+    for n in EXTRAPOLATE_TO:
         rows = {}
-        for n in EXTRAPOLATE_TO:
-            msgs = 2 * k * (n - 1) if mode == "p2p" else k + k * (n - 1)
-            cpu_n = float(a + b * msgs)
-            row = {"messages_per_epoch_per_process": msgs, "marginal_cpu_s_per_epoch": cpu_n,
-                   "epochs_per_s_per_core_bound": (1.0 / cpu_n) if cpu_n > 0 else None}
-            for key in ("p50_ms", "p99_ms", "broker_cpu_s_per_epoch", "broker_idle_cpu_s_per_s",
-                        "idle_cpu_s_per_s_per_process"):
-                e = fits.get(key)
-                v = biggest.get(key)
-                if e is not None and v:
-                    row[key] = float(v * (n / top) ** e)
-            rows[str(n)] = row
-        out[mode] = {"cpu_per_message_s": float(b), "cpu_per_epoch_fixed_s": float(a),
-                     "batches_per_epoch": float(k), "at": rows}
+        for mode, msgs in (("p2p", 2 * k_p2p * (n - 1)), ("kafka", k_kafka + k_kafka * (n - 1))):
+            per_epoch = float(a + c * msgs)
+            rows[mode] = {"messages_per_epoch_per_process": msgs, "cpu_s_per_epoch_per_process": per_epoch,
+                          "epochs_per_s_per_core_bound": 1.0 / per_epoch if per_epoch > 0 else None,
+                          "tcp_connections_per_process": n - 1, "connection_threads_per_process": 2 * (n - 1),
+                          "batches_applied_per_round_per_process": n - 1,
+                          "cpu_s_to_apply_a_round": c * (n - 1)}
+        rows["kafka"].update(broker_poll_cores=float(n * (p0 + p1 * (n - 1))),
+                             broker_record_deliveries_per_epoch=k_kafka * n * (n - 1))
+        out["at"][str(n)] = rows
     return out
 
 
@@ -263,9 +268,11 @@ def plot(summary: dict, path: str) -> None:
         style(b, xlog=True, ylog=True, xlabel="processes (1 worker each)",
               ylabel="progress messages per epoch per process",
               title="p2p: frames to peers; Kafka: records appended / read", legend=True)
+        ticks = sorted({int(n) for mode in MODES for n in summary[mode]})
         for ax in (a, b):
-            ax.set_xticks(sorted({int(n) for mode in MODES for n in summary[mode]}))
-            ax.set_xticklabels([str(t) for t in ax.get_xticks()])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([str(t) for t in ticks])
 
 
 def main() -> None:
@@ -317,12 +324,15 @@ def main() -> None:
     for mode in MODES:
         print(f"{mode} exponents in N: " + ", ".join(f"{k} {v:.2f}" for k, v in summary["fits"][mode].items()
                                                     if v is not None))
-        ex = summary["extrapolated"].get(mode)
-        if ex is None:
-            continue
-        print(f"{mode} extrapolated: " + "; ".join(
-            f"N={n}: {r['messages_per_epoch_per_process']:.0f} msgs/epoch, "
-            f"{r['marginal_cpu_s_per_epoch'] * 1e3:.2f} ms CPU/epoch" for n, r in ex["at"].items()))
+    ex = summary["extrapolated"]
+    print(f"on paper: {ex['cpu_per_message_s'] * 1e6:.0f} us CPU per message, broker polls "
+          f"{ex['broker_poll_cpu_per_subscriber_s_per_s'] * 100:.1f}% of a core per subscriber + "
+          f"{ex['broker_poll_cpu_per_log_tailed_s_per_s'] * 100:.2f}% per log it tails")
+    for n, rows in ex["at"].items():
+        print(f"  N={n}: " + "; ".join(
+            f"{mode} {r['messages_per_epoch_per_process']:.0f} msgs/epoch, {r['cpu_s_per_epoch_per_process'] * 1e3:.1f} ms "
+            f"CPU/epoch (<= {r['epochs_per_s_per_core_bound']:.0f} epochs/s per core)" for mode, r in rows.items())
+            + f"; broker polling {rows['kafka']['broker_poll_cores']:.0f} cores")
     print(f"load average {summary['load']}")
     png = os.path.splitext(args.json)[0] + ".png"
     plot(summary, png)
