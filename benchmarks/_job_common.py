@@ -27,15 +27,18 @@ def paced_arguments(duration: float) -> argparse.ArgumentParser:
 def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None, on_step=None,
                  scheduled=False):
     """Worker 0's injection loop: one line (``next_line()``) per epoch, ``rate`` epochs
-    per second (``rate <= 0``: the next as soon as the probe passed the last), while
+    per second (``rate <= 0``: the next as soon as the probe passed the last; a callable:
+    ``rate(now)`` epochs per second from ``now`` on, a schedule of rates, where 0 is a
+    pause: nothing injected, and no backlog of due epochs kept after it), while
     ``running(now)``; then closes ``source`` and steps until the probe passed the epochs
     still in flight. ``on_inject(epoch, now)`` after each injection, ``on_step(now)``
     after each step. Returns ``([(epoch, injected, completed), ...], epochs injected)``
     with wall-clock times (epochs in flight at the close are not listed). ``scheduled``:
     an epoch's injection time is when it was due, not when the loop got to it (an open
     loop: a saturated worker falls behind schedule, and the lag counts as latency)."""
-    flat_out = rate <= 0
-    period = 0.0 if flat_out else 1.0 / rate
+    schedule = rate if callable(rate) else None
+    flat_out = schedule is None and rate <= 0
+    period = 0.0 if flat_out or schedule is not None else 1.0 / rate
     pending: deque = deque()
     epochs = []
     epoch = source.time()
@@ -44,15 +47,22 @@ def paced_epochs(worker, source, probe, rate, next_line, running, on_inject=None
         now = time.time()
         if not running(now):
             break
-        if (not pending) if flat_out else now >= next_at:
+        paused = schedule is not None and schedule(now) <= 0
+        if paused:
+            next_at = now                   # a pause: nothing due, nothing owed after it
+        elif (not pending) if flat_out else now >= next_at:
             source.send_batch([next_line()])
             epoch += 1
             source.advance_to(epoch)
             pending.append((epoch - 1, next_at if scheduled and not flat_out else now))
-            next_at += period
+            if schedule is None:
+                next_at += period
+            else:                           # the rate of the phase the epoch was due in
+                due = schedule(next_at)
+                next_at += 1.0 / (due if due > 0 else schedule(now))
             if on_inject is not None:
                 on_inject(epoch, now)
-        worker.step_or_park(0.005 if flat_out else max(0.0, min(0.005, next_at - time.time())))
+        worker.step_or_park(0.005 if flat_out or paused else max(0.0, min(0.005, next_at - time.time())))
         done = time.time()
         while pending and not probe.less_equal(pending[0][0]):
             e, injected = pending.popleft()

@@ -23,25 +23,34 @@ from timely.launch import LocalCluster
 JOB = os.path.join(ROOT, "benchmarks", "_rescaling_latency_job.py")
 JOINED = re.compile(r"joined at ([0-9.]+) after ([0-9.]+) s")
 CPU = re.compile(r"^cpu ([0-9.]+) s after building$")
+INJECTING = r"^injecting from [0-9.]+$"
 
 
-def run(duration, rate, joins, extra=()):
-    """Run the job with ``joins`` joins spread over the run; returns the raw results."""
+def run(duration, rate, joins, extra=(), processes=2, workers=2, join_at=None, start_timeout=120.0):
+    """Run the job on ``processes`` x ``workers`` with ``joins`` joins, at ``join_at``
+    seconds after worker 0 starts injecting (default: spread evenly over ``duration``);
+    returns the raw results, with each process's ``traffic`` samples if the job was
+    asked for them (``--traffic-every``)."""
+    offsets = list(join_at) if join_at is not None else [duration * (k + 1) / (joins + 1) for k in range(joins)]
     with tempfile.TemporaryDirectory() as tmp:
         output = os.path.join(tmp, "latency.json")
         args = ["--duration", str(duration), "--rate", str(rate), "--output", output, "--timeout", "15",
                 *extra]
-        with LocalCluster(JOB, slots=2 + joins, workers=2, extra=args) as cluster:
-            cluster.start(2)
-            started = time.time()
-            for k in range(joins):
-                time.sleep(max(0.0, started + duration * (k + 1) / (joins + 1) - time.time()))
-                cluster.join(original=2, bootstrap=0)
-            codes = cluster.wait(duration + 120)
+        with LocalCluster(JOB, slots=processes + len(offsets), workers=workers, extra=args) as cluster:
+            first = cluster.start(processes)[0]
+            if offsets:
+                if not first.wait_for(INJECTING, start_timeout):
+                    raise SystemExit("the job did not start:\n" + "\n".join(cluster.interleaved()[-40:]))
+                started = float(next(line for _, line in first.lines if line.startswith("injecting from "))
+                                .split()[-1])
+            for offset in offsets:
+                time.sleep(max(0.0, started + offset - time.time()))
+                cluster.join(original=processes, bootstrap=0)
+            codes = cluster.wait(duration + start_timeout)
             if any(codes):
                 raise SystemExit("a process failed:\n" + "\n".join(cluster.interleaved()[-40:]))
             joined = []
-            for proc in cluster.processes[2:]:
+            for proc in cluster.processes[processes:]:
                 times = [float(m.group(1)) for _, line in proc.lines if (m := JOINED.search(line))]
                 client = [float(m.group(2)) for _, line in proc.lines if (m := JOINED.search(line))]
                 joined.append((max(times), max(client)))
@@ -49,6 +58,8 @@ def run(duration, rate, joins, extra=()):
                 result = json.load(f)
         result["cpu_seconds"] = [max((float(m.group(1)) for _, line in proc.lines if (m := CPU.search(line))),
                                      default=None) for proc in cluster.processes]
+        result["traffic"] = [json.loads(line[len("traffic "):]) for proc in cluster.processes
+                             for _, line in proc.lines if line.startswith("traffic ")]
         result["join_spawn"] = [t - result["start"] for t in cluster.join_walltimes]
         result["join_done"] = [t - result["start"] for t, _ in joined]
         result["bootstrap_client_s"] = [c for _, c in joined]

@@ -2,9 +2,12 @@
 
 Record layout (msgpack, arrays decode as tuples):
 - log record (topic ``{prefix}.progress.{worker}.{segment}``, partition 0):
-  ``(lseq, channel, seq, updates, ends_segment)`` where ``lseq`` numbers the worker's
-  records 0, 1, 2, ... and ``updates`` is a list of ``(key, delta)``: one progress
-  batch, so a batch is applied whole without transactions. A worker's log is a chain of
+  ``(lseq, batches, ends_segment)`` where ``lseq`` numbers the worker's records 0, 1,
+  2, ... and ``batches`` is ``[(channel, seq, updates), ...]``: the progress batches the
+  worker sent in one step (one per scope that had news), in the order it sent them,
+  each ``updates`` a list of ``(key, delta)``. A batch is never split between records,
+  so it is applied whole without transactions; one record per step, not per batch,
+  means one produce and one fetch however many scopes and dataflows the worker runs. A worker's log is a chain of
   segment topics of ``segment_records`` records each; the last record of a segment says
   so (``ends_segment``) and its readers move on to the next segment. Segments keep
   every fetch short: the test broker (Tansu, in memory) spends CPU on each fetch in
@@ -25,7 +28,7 @@ reports: one Python call per record, which checks that each segment only grows (
 broker that came back empty makes it start over) and, at a snapshot boundary, writes
 the snapshot and then its index.
 
-Costs: ``append`` O(updates) plus one ``produce`` call (a few µs); at each segment's
+Costs: ``append_batches`` O(updates) plus one ``produce`` call (a few µs); at each segment's
 first record, the next segment's topic is created (an admin request, awaited only at
 the next roll); a snapshot O(distinct keys) every ``snapshot_interval`` records plus
 one admin round trip on the delivery thread; ``verify`` one metadata round trip.
@@ -35,7 +38,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import msgpack
 
@@ -117,7 +120,8 @@ class ProgressLog:
 
     def __init__(self, bootstrap: str, prefix: str, workers: Iterable[int], *,
                  snapshot_interval: int = 1000, segment_records: int = 500,
-                 options: Optional[dict] = None) -> None:
+                 options: Optional[dict] = None,
+                 trace: Optional[Callable[[str, int, list], None]] = None) -> None:
         from confluent_kafka import Producer
         if segment_records < 1:
             raise BrokerError(f"segment_records must be at least 1, got {segment_records}")
@@ -159,6 +163,10 @@ class ProgressLog:
         self.bytes = 0
         self.snapshots_written = 0
         self.error: Optional[BaseException] = None
+        #: ``trace(stage, worker, [(channel, seq), ...])`` at "append" and "ack" of each
+        #: record (timely.communication.progress_trace), and what each record carries
+        self.trace = trace
+        self._traced: dict[tuple[int, int], list] = {}
         self._lock = threading.Lock()
         self.producer = Producer({**producer_config(bootstrap, self.options, self._client_error),
                                   "on_delivery": self._delivered_cb})
@@ -172,7 +180,12 @@ class ProgressLog:
 
     # ---- appending (worker threads) ------------------------------------------------------
     def append(self, worker: int, channel: int, seq: int, updates: list) -> None:
-        """Append one progress batch of ``worker`` (asynchronously, in order)."""
+        """Append one progress batch of ``worker`` as a record of its own."""
+        self.append_batches(worker, [(channel, seq, updates)])
+
+    def append_batches(self, worker: int, batches: list[tuple[int, int, list]]) -> None:
+        """Append ``worker``'s batches ``[(channel, seq, updates), ...]`` (one step's) as
+        one record (asynchronously, in order)."""
         if self.error is not None:
             raise BrokerError(f"progress log at {self.bootstrap} failed: {self.error}")
         lseq = self._lseq[worker]
@@ -182,13 +195,21 @@ class ProgressLog:
             self._roll(worker, segment)
         if at == 0:
             self._create_next(worker, segment + 1)
-        value = pack((lseq, channel, seq, updates, at == self.segment_records - 1))
-        per_channel = self._fold[worker].setdefault(channel, [-1, {}])
-        per_channel[0] = seq
-        fold([updates], per_channel[1])
+        value = pack((lseq, batches, at == self.segment_records - 1))
+        folds = self._fold[worker]
+        for channel, seq, updates in batches:
+            per_channel = folds.get(channel)
+            if per_channel is None:
+                per_channel = folds[channel] = [-1, {}]
+            per_channel[0] = seq
+            fold([updates], per_channel[1])
         if self.snapshot_interval and (lseq + 1) % self.snapshot_interval == 0:
             channels = {ch: (last, list(acc.items())) for ch, (last, acc) in self._fold[worker].items()}
             self._pending_snapshots[worker][lseq + 1] = [channels, None]
+        if self.trace is not None:
+            entries = [(channel, seq) for channel, seq, _ in batches]
+            self._traced[(worker, lseq)] = entries
+            self.trace("append", worker, entries)
         self._produce(self._topic[worker], value)
         with self._lock:
             self.records += 1
@@ -274,6 +295,8 @@ class ProgressLog:
                 f"(the broker lost its data)"))
         acked[0] += 1
         acked[1] = offset
+        if self.trace is not None:
+            self.trace("ack", worker, self._traced.pop((worker, lseq), ()))
         if acked[0] == self.segment_records:
             # Complete. Only now: a segment's reports can come after the next segments'
             # (its first record waited for the topic's metadata while theirs did not).
@@ -358,7 +381,9 @@ class ProgressLog:
 
         A subscriber that has committed no position in a worker's log holds all of it.
         Returns the number of segments deleted; 0 (and never again) on a broker that
-        cannot delete topics."""
+        cannot delete topics. The subscribers' positions (a round trip each) are asked
+        only when the snapshots would let a segment go: a trim every second otherwise
+        cost O(processes) requests per process, O(processes^2) for the broker."""
         if not self.can_delete:
             return 0
         # Never the segment being appended to: readers and snapshots reach the next one
@@ -366,6 +391,8 @@ class ProgressLog:
         # Nor what the snapshot indexed before the latest needs: a joiner that read the
         # index just before the latest was written starts there.
         reached = {w: min(self._previous_covers.get(w, 0), self._segment[w]) for w in self.workers}
+        if all(reached[w] <= self._oldest[w] for w in self.workers):
+            return 0        # nothing our snapshots let go of yet: no need to ask the subscribers
         for name in subscribers:
             try:
                 found = group_offsets(self.admin, self.topics.subscriber_group(name))

@@ -11,7 +11,8 @@ been delivered, then the subscriber moves on with no round trip. Every record ca
 sequence number (lseq): a record below the expected lseq is a duplicate and skipped, a
 record above it means records were lost and stops everything with ``BrokerLostError``,
 as does a read position past a log's end (the broker came back with less). Records
-are handed to ``deliver(worker, channel, seq, updates)`` in log order from one thread.
+are handed to ``deliver(worker, channel, seq, updates)`` in log order from one thread,
+batch by batch (a record holds the batches of one step of its writer).
 Positions are committed to ``{prefix}.sub.{name}`` every ``commit_every`` records (or
 every second while records arrive), so the writer can trim what every subscriber has
 read.
@@ -23,7 +24,7 @@ ends, so the wait bounds each hop's latency); the subscriber waits for a first r
 with ``poll`` and takes what else is queued with a ``consume`` that does not wait (a
 ``consume(n, timeout)`` waits out its timeout unless n records come).
 
-Costs: O(updates) per record (one unpack, one ``deliver`` call); ``add`` from a snapshot
+Costs: O(updates) per record (one unpack, one ``deliver`` call per batch); ``add`` from a snapshot
 O(snapshot size) plus two round trips; a segment change an unassign and an assign
 (the topic's creation is awaited ahead, on a helper thread); idle, one fetch per log's
 broker per fetch wait (on librdkafka's threads).
@@ -47,7 +48,8 @@ class Subscriber:
     def __init__(self, bootstrap: str, prefix: str, deliver: Callable[[int, int, int, Any], None],
                  *, name: str, on_error: Callable[[BaseException], None],
                  options: Optional[dict] = None, commit_every: int = 500,
-                 check: Optional[Callable[[], Optional[BaseException]]] = None) -> None:
+                 check: Optional[Callable[[], Optional[BaseException]]] = None,
+                 trace: Optional[Callable[[str, int, list], None]] = None) -> None:
         from confluent_kafka import Consumer
         self.bootstrap = bootstrap
         self.topics = Topics(prefix)
@@ -57,6 +59,8 @@ class Subscriber:
         self.name = name
         self.options = dict(options or {})
         self.commit_every = commit_every
+        #: ``trace("fetch", worker, [(channel, seq), ...])`` for each record read
+        self.trace = trace
         self._admin_client = connect_admin(bootstrap, self.options)   # fails fast if unreachable
         self.consumer = Consumer(consumer_config(bootstrap, self.topics.subscriber_group(name), self.options))
         self._lock = threading.Lock()
@@ -68,6 +72,7 @@ class Subscriber:
         self._ready: list[tuple[int, int]] = []          # (worker, segment) created, to assign ahead
         self._next_offset: dict[str, int] = {}           # topic -> next offset to read
         self.records_read: dict[int, int] = {}
+        self.bytes_read = 0                              # of the records delivered
         self.snapshots_read: dict[int, int] = {}
         self.positions: dict[int, int] = {}              # worker -> next lseq
         self._stop = threading.Event()
@@ -89,13 +94,18 @@ class Subscriber:
             self._reader = Consumer(consumer_config(self.bootstrap, f"{self.topics.prefix}.reader",
                                                     self.options))
         self._reader.assign([TopicPartition(topic, 0, offset)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            # poll, not consume(n, timeout): that waits out its timeout unless n records come
-            message = self._reader.poll(0.2)
-            if message is not None and message.error() is None and message.offset() == offset:
-                self.snapshots_read[worker] = self.snapshots_read.get(worker, 0) + 1
-                return unpack(message.value())
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                # poll, not consume(n, timeout): that waits out its timeout unless n records come
+                message = self._reader.poll(0.2)
+                if message is not None and message.error() is None and message.offset() == offset:
+                    self.snapshots_read[worker] = self.snapshots_read.get(worker, 0) + 1
+                    return unpack(message.value())
+        finally:
+            # an assigned partition is fetched for as long as it stays assigned: a fetch
+            # every fetch wait, for nothing, at the broker's cost
+            self._reader.unassign()
         raise BrokerLostError(f"the snapshot of worker {worker} at offset {offset} of "
                               f"{topic} could not be read (did the broker lose it?)")
 
@@ -257,6 +267,7 @@ class Subscriber:
                       KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
         expected, records_read, positions = self._expected, self.records_read, self.positions
         deliver = self.deliver
+        trace = self.trace
         try:
             while not self._stop.is_set():
                 if self._pending:
@@ -301,17 +312,22 @@ class Subscriber:
                         continue                # else fetched before its segment was left
                     worker, want, _ = state
                     self._next_offset[topic] = message.offset() + 1
-                    lseq, channel, seq, updates, ends_segment = unpack(message.value())
+                    value = message.value()
+                    lseq, batches, ends_segment = unpack(value)
                     if lseq < want:
                         continue                # a duplicate: already delivered
                     if lseq > want:
                         raise BrokerLostError(
                             f"progress log of worker {worker} ({topic}) jumped from record "
                             f"{want} to {lseq}: the broker at {self.bootstrap} lost records")
-                    deliver(worker, channel, seq, updates)
+                    if trace is not None:
+                        trace("fetch", worker, [(channel, seq) for channel, seq, _ in batches])
+                    for channel, seq, updates in batches:
+                        deliver(worker, channel, seq, updates)
                     state[1] = want + 1
                     positions[worker] = want + 1
                     records_read[worker] = records_read.get(worker, 0) + 1
+                    self.bytes_read += len(value)
                     if ends_segment:
                         queue.extendleft(reversed(self._next_segment(topic)))
                 self._since_commit += len(messages)

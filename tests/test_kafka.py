@@ -80,7 +80,7 @@ def test_subscriber_skips_duplicates_and_stops_on_a_gap(tansu, prefix):
     ensure_topics(connect_admin(tansu.bootstrap), [topics.log(0, 0)])
     producer = Producer({"bootstrap.servers": tansu.bootstrap, "max.in.flight.requests.per.connection": 1})
     for lseq in (0, 1, 1, 2, 4):       # a duplicate of 1, then 3 is missing
-        producer.produce(topics.log(0, 0), pack((lseq, 1, lseq, [(("k",), 1)], False)), partition=0)
+        producer.produce(topics.log(0, 0), pack((lseq, [(1, lseq, [(("k",), 1)])], False)), partition=0)
     assert producer.flush(10) == 0
     got, errors = [], []
     sub = Subscriber(tansu.bootstrap, prefix, collect(got), name="b", on_error=errors.append)
@@ -235,6 +235,28 @@ def test_trim_keeps_the_segment_being_appended_to(tansu, prefix):
     assert [g[2] for g in got] == list(range(11))
 
 
+def test_trim_asks_the_subscribers_only_once_a_snapshot_lets_a_segment_go(tansu, prefix, monkeypatch):
+    """Every trim asked each other process's subscriber where it was (a round trip each,
+    every second, from every process): now only once the snapshots would let a segment
+    go, and the deletion is what it was."""
+    import broker.log as log_module
+    asked = []
+    real = log_module.group_offsets
+    monkeypatch.setattr(log_module, "group_offsets", lambda admin, group, *a: asked.append(group) or real(admin, group, *a))
+    log = ProgressLog(tansu.bootstrap, prefix, [0], snapshot_interval=5, segment_records=5)
+    for seq in range(7):                                  # segment 0 full, one snapshot (its tail starts in 1)
+        log.append(0, 1, seq, [(("k", seq), 1)])
+    log.flush()
+    assert log.trim(["c", "d"]) == 0 and asked == []       # the snapshot before it covers nothing
+    for seq in range(7, 12):                              # a second snapshot: segment 0 may go
+        log.append(0, 1, seq, [(("k", seq), 1)])
+    log.flush()
+    assert wait_until(lambda: log._indexed_lseq.get(0) == 10)
+    assert log.trim(["c", "d"]) == 0                       # nobody has read anything: nothing goes
+    assert asked == [Topics(prefix).subscriber_group("c"), Topics(prefix).subscriber_group("d")]
+    log.close()
+
+
 def test_the_runtime_deletes_log_segments_as_it_goes(tansu, prefix, caplog):
     lines = wordcount.synthetic_lines(400, 5, 50)
     config = kafka_config(tansu, prefix, workers=2, kafka_snapshot_interval=10, kafka_segment_records=10,
@@ -279,6 +301,71 @@ def test_wordcount_same_in_both_modes(tansu, prefix):
         == wordcount.expected_running(lines, 3)
 
 
+def test_a_step_appends_one_record_with_every_scope_s_batches(tansu, prefix, tmp_path):
+    """Two dataflows stepped together: each step that sent progress in both appends ONE
+    record holding both batches, every batch sent is in exactly one record, in order, and
+    one process's own workers never read its logs back (no fetch: they hear each other
+    directly). Checked on the progress trace (``--progress-trace``), so the trace is too."""
+    from timely.communication.progress_trace import load
+    epochs = 30
+
+    def build(worker):
+        inputs, probes = [], []
+        for _ in range(2):
+            source, probe = worker.dataflow(lambda scope: (lambda s: (s[0], s[1].exchange(lambda x: x).probe()))(
+                scope.new_input()))
+            inputs.append(source), probes.append(probe)
+        for epoch in range(epochs):
+            for source in inputs:
+                if worker.index == 0:
+                    source.send(epoch)
+                source.advance_to(epoch + 1)
+            worker.step_while(lambda: any(p.less_than(epoch + 1) for p in probes))
+        for source in inputs:
+            source.close()
+    timely.execute(kafka_config(tansu, prefix, workers=2, progress_trace=str(tmp_path)), build)
+    events = load(str(tmp_path))
+    sent = sorted((e[3], e[4], e[5]) for e in events if e[1] == "send")
+    appended = [e for e in events if e[1] == "append"]
+    assert sorted((e[3], e[4], e[5]) for e in appended) == sent       # each batch in one record
+    records: dict = {}
+    for t, _, worker, source, channel, seq in appended:                # a record's batches share its time
+        records.setdefault((source, t), []).append((channel, seq))
+    assert any(len({ch for ch, _ in batches}) == 2 for batches in records.values()), records
+    assert len(records) < len(sent)
+    for w in (0, 1):                                                    # in order, per channel
+        for ch in {c for s_, c, _ in sent}:
+            seqs = [e[5] for e in appended if e[3] == w and e[4] == ch]
+            assert seqs == sorted(seqs) == list(range(len(seqs)))
+    assert not [e for e in events if e[1] == "fetch"]
+    applied = Counter((e[2], e[3], e[4], e[5]) for e in events if e[1] == "apply")
+    assert set(applied.values()) == {1} and len(applied) == 2 * len(sent)   # each worker, once
+
+
+def test_other_processes_read_the_logs_and_their_own_workers_hear_each_other_directly(tansu, prefix, tmp_path):
+    """Two processes of two workers: every batch is applied once by each of the four
+    workers; the other process reads it from the broker (send <= append <= fetch <=
+    apply), the sender's own process never fetches it."""
+    from timely.communication.progress_trace import Timeline, hop_stages, load
+    extra = ["--rounds", "20", "--delay", "0.01", "--timeout", "8", "--progress-mode", "kafka",
+             "--kafka-bootstrap", tansu.bootstrap, "--kafka-prefix", prefix, "--progress-trace", str(tmp_path)]
+    with LocalCluster(os.path.join(ROOT, "examples", "hello.py"), slots=2, workers=2, extra=extra) as cluster:
+        cluster.start(2)
+        assert cluster.wait(90) == [0, 0], "\n".join(cluster.interleaved())
+    timeline = Timeline(load(str(tmp_path)), workers_per_process=2)
+    assert timeline.batches
+    for (source, _, _), stages in timeline.batches.items():
+        assert sorted(stages["apply"]) == [0, 1, 2, 3], stages
+        other = 1 - source // 2
+        assert list(stages["fetch"]) == [other], stages                 # only the other process reads it
+        assert stages["send"] <= stages["append"] <= stages["fetch"][other]
+        for receiver, applied in stages["apply"].items():
+            assert applied >= (stages["fetch"][other] if receiver // 2 == other else stages["send"])
+    remote = hop_stages(timeline)
+    assert len(remote["total"]) == 2 * len(timeline.batches) == len(remote["broker"])
+    assert all(x >= 0 for x in remote["total"])
+
+
 def test_wcc_same_in_both_modes_and_matches_networkx(tansu, prefix):
     batches = wcc.random_batches(50, 25, 3, 5)
     got = wcc.merge(timely.execute(kafka_config(tansu, prefix, workers=2), lambda w: wcc.run(w, batches)))
@@ -290,62 +377,41 @@ def test_wcc_same_in_both_modes_and_matches_networkx(tansu, prefix):
 
 
 def test_paused_broker_stalls_progress_then_resumes_without_loss(tansu, prefix):
-    """SIGSTOP the broker mid-run: progress stalls; SIGCONT: it resumes, nothing lost or doubled."""
-    epochs = 300
-    lines = wordcount.synthetic_lines(epochs * 5, 10, 300)
-    expected = Counter(w for line in lines for w in line.split())
-    completed = []                      # epochs worker 0 saw complete
-    done = threading.Event()
-    result = {}
+    """SIGSTOP the broker mid-run: progress between the two processes stalls; SIGCONT:
+    it resumes, nothing lost or doubled. Two processes, since a process's own workers
+    hear each other's progress directly and only the other process's through the broker."""
+    rounds = 300
+    extra = ["--rounds", str(rounds), "--delay", "0.005", "--timeout", "8", "--progress-mode", "kafka",
+             "--kafka-bootstrap", tansu.bootstrap, "--kafka-prefix", prefix]
 
-    def build(worker):
-        def dataflow(scope):
-            source, stream = scope.new_input()
-            counted = wordcount.count_words(stream.flat_map(str.split))
-            return source, counted.capture(), counted.probe()
-        source, captured, probe = worker.dataflow(dataflow)
-        for epoch in range(epochs):
-            if worker.index == 0:
-                source.send_batch(lines[epoch * 5:(epoch + 1) * 5])
-            source.advance_to(epoch + 1)
-            worker.step_while(lambda: probe.less_than(source.time()))
-            if worker.index == 0:
-                completed.append(epoch)
-        source.close()
-        return captured
-
-    def run():
+    def seen(cluster) -> list[int]:
+        return [int(m.group(1)) for p in cluster.processes for _, line in list(p.lines)
+                if (m := re.match(r"worker \d+: seen (\d+)$", line))]
+    with LocalCluster(os.path.join(ROOT, "examples", "hello.py"), slots=2, extra=extra) as cluster:
+        cluster.start(2)
+        assert wait_until(lambda: len(seen(cluster)) >= 20), "\n".join(cluster.interleaved())
+        tansu.pause()
         try:
-            totals = wordcount.merge(timely.execute(kafka_config(tansu, prefix, workers=2), build))
-            result["counts"] = sum(totals.values(), Counter())
-        except BaseException as e:  # noqa: BLE001 - reported below
-            result["error"] = e
-        done.set()
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert wait_until(lambda: len(completed) >= 20), result
-    tansu.pause()
-    try:
-        # what was in flight when it stopped may still complete: wait until nothing has
-        # for a second, then nothing more may while the broker stays paused
-        seen = {"n": len(completed), "at": time.monotonic()}
+            # what was in flight when it stopped may still complete: wait until nothing has
+            # for a second, then nothing more may while the broker stays paused
+            state = {"n": len(seen(cluster)), "at": time.monotonic()}
 
-        def quiet() -> bool:
-            if len(completed) != seen["n"]:
-                seen.update(n=len(completed), at=time.monotonic())
-            return time.monotonic() - seen["at"] >= 1.0
-        assert wait_until(quiet, 30), "epochs kept completing with the broker paused"
-        stalled_at = len(completed)
-        assert stalled_at < epochs and not done.is_set()
-        time.sleep(1.0)
-        assert len(completed) == stalled_at, "epochs completed while the broker was paused"
-        assert not done.is_set()
-    finally:
-        tansu.resume()
-    assert done.wait(120), "the computation did not resume after the broker came back"
-    assert "error" not in result, result.get("error")
-    assert completed == list(range(epochs))
-    assert result["counts"] == expected
+            def quiet() -> bool:
+                if len(seen(cluster)) != state["n"]:
+                    state.update(n=len(seen(cluster)), at=time.monotonic())
+                return time.monotonic() - state["at"] >= 1.0
+            assert wait_until(quiet, 30), "rounds kept completing with the broker paused"
+            stalled_at = len(seen(cluster))
+            assert stalled_at < rounds
+            time.sleep(1.0)
+            assert len(seen(cluster)) == stalled_at, "rounds completed while the broker was paused"
+            assert all(p.popen.poll() is None for p in cluster.processes)
+        finally:
+            tansu.resume()
+        codes = cluster.wait(120)
+        log = "\n".join(cluster.interleaved())
+        assert codes == [0, 0], log
+        assert sorted(seen(cluster)) == list(range(rounds)), log
 
 
 def test_broker_that_comes_back_empty_stops_with_a_clear_error(prefix):

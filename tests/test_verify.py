@@ -89,7 +89,9 @@ def test_exploration_reaches_the_protocol_corners():
                    "p2p: state ahead of a marker (held duplicates)"):
         assert p2p.coverage[corner] > 0, corner
     for corner in ("kafka: latest snapshot", "kafka: older snapshot", "kafka: no snapshot",
-                   "kafka: non-empty tail"):
+                   "kafka: non-empty tail", "kafka: a record of several batches",
+                   "kafka: a record of several channels",
+                   "kafka: grants announced in the record flushed before bs-grants"):
         assert kafka.coverage[corner] > 0, corner
     for report in (p2p, kafka):
         for corner in ("grants: capabilities granted", "grants: joiner installed holding grants",
@@ -98,7 +100,7 @@ def test_exploration_reaches_the_protocol_corners():
             assert report.coverage[corner] > 0, corner
     kinds = set(p2p.by_kind) | set(kafka.by_kind)
     assert kinds >= {"perf_op", "recv_cap", "send_upd", "deliver", "propagate", "join_start",
-                     "apply_join", "ctrl", "serve", "client", "kafka_install"}
+                     "apply_join", "ctrl", "serve", "client", "kafka_install", "flush_log"}
 
 
 def test_exploration_reaches_the_leave_corners():
@@ -239,6 +241,27 @@ def test_mutation_handover_that_is_not_net_zero_is_caught(twin):
     assert prop in ("exchange_safe", "glob_lemma", "combined_safe", "final")
 
 
+def test_mutation_record_that_splits_a_batch_is_caught(twin):
+    """Kafka: a step's record cut through a batch, both halves under its sequence number:
+    another process applies half a batch (and skips the rest as a duplicate)."""
+    prop, _ = _caught("record_splits_batch", twin.name)
+    assert prop in ("exchange_safe", "glob_lemma", "combined_safe", "convergence", "accounting", "final")
+
+
+def test_mutation_record_keeping_one_batch_per_channel_is_caught(twin):
+    """Kafka: a step's record that keeps only each channel's last batch loses the others."""
+    _caught("record_last_batch_per_channel", twin.name)
+
+
+def test_record_that_splits_a_batch_is_unsafe_by_seed_002_properties_alone():
+    """Without the accounting check, the sequence checks and the final drain, the
+    paper's Safe / glob lemma still see half a batch applied. (A record that loses a
+    batch whole only stalls its readers, which the sequence checks and the drain see.)"""
+    prop, _ = _caught("record_splits_batch", "python", budget=SAFETY_ONLY_BUDGET,
+                      disabled=("accounting", "implementation", "final"))
+    assert prop in ("exchange_safe", "glob_lemma", "combined_safe", "convergence")
+
+
 @pytest.mark.parametrize("key", ["bootstrap_seq_off_by_one", "bootstrap_seq_off_by_one_kafka"])
 def test_silent_off_by_one_is_caught_by_seed_002_properties_alone(key):
     """Without the accounting check, the implementation's own sequence checks and the
@@ -252,7 +275,8 @@ def test_every_mutation_has_a_test():
     tested = {"split_batch", "unjustified_send", "unsupported_positive", "dropped_range",
               "bootstrap_seq_off_by_one", "bootstrap_seq_off_by_one_kafka", "marker_off_by_one",
               "skip_snapshot_tail", "grant_closed_time", "grant_not_strict", "grant_announced_late",
-              "handover_unordered", "handover_not_net_zero"}
+              "handover_unordered", "handover_not_net_zero", "record_splits_batch",
+              "record_last_batch_per_channel"}
     assert set(MUTATIONS) == tested
 
 

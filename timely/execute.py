@@ -23,6 +23,7 @@ from broker import health as broker_health
 
 from .communication.cluster import execute_cluster, execute_forked, workers_as_processes
 from .communication.cluster.start import serve_metrics
+from .communication import progress_trace
 from .communication.kafka import KafkaProgress, progress_prefix
 from .communication.thread import ProcessHub
 from .checkpoint.registry import Registry
@@ -60,6 +61,7 @@ def _execute(config: Config, build: Callable[[Worker], Any],
     if workers_as_processes(config):
         return execute_forked(config, build)
     hub = ProcessHub(config.workers)
+    hub.trace = progress_trace.for_config(config, 0)
     hub.checkpoints = Registry(hub.agree, compact_keys=config.checkpoint_compact_keys or None)
     if config.progress_mode == "kafka":
         everyone = list(range(config.workers))

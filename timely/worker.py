@@ -154,6 +154,7 @@ class Worker:
         accumulate = self.config.rescaling and self.config.cluster and self.config.progress_mode == "p2p"
         progcaster = Progcaster(self.allocator, channel, accumulate=accumulate)
         progcaster.nested = len(path) > 1
+        progcaster.trace = getattr(self.allocator.hub, "trace", None)
         self.progcasters[channel] = progcaster
         return progcaster
 

@@ -1,19 +1,26 @@
 """Kafka progress mode: progress batches go through ``broker/`` instead of all-to-all.
 
 With ``Config.progress_mode == "kafka"`` every Progcaster of this process pushes its
-batches to its worker's log (``broker.ProgressLog``, one Kafka record per batch), and
-one ``broker.Subscriber`` per process tails the logs of every worker of the cluster and
-hands each batch to every local worker thread through the same queues the all-to-all
-broadcast uses: Progcaster.recv does not know the difference. Data still flows over
-the cluster's TCP connections (or between threads).
+batches to its worker's log (``broker.ProgressLog``): a worker's batches of one step,
+of every scope and dataflow, wait in ``pending`` and go out as ONE Kafka record when
+the step ends (``flush``, from the allocator's ``flush_sends``), so a step costs one
+produce and its readers one fetch, however many scopes it ran. The process's own
+workers get each batch at once through their queues, as peer-to-peer does (the
+allocator adds their pushers): a round between two workers of one process never waits
+for the broker. One ``broker.Subscriber`` per process tails the logs of every *other*
+process's workers and hands each batch to every local worker thread through the same
+queues: Progcaster.recv does not know the difference. Every batch is still in its
+writer's log, in order, for joiners (snapshots + tail), for ``python -m broker status``
+and for the survivors of a crash. Data still flows over the cluster's TCP connections
+(or between threads).
 
 A joining process subscribes to each worker's latest snapshot plus the tail of its
 log: it needs no bootstrap server. The others subscribe to a joiner's log when its
 RescaleMessage arrives.
 
-Costs: a progress batch is one Kafka record, appended by the sending worker; the
-subscriber hands each batch it reads to every local worker, O(workers per process)
-deque appends. Twice a second a background thread checks that the logs are still the
+Costs: a worker step that sent progress is one Kafka record, appended by the worker
+when its step ends (a list append per batch before that); the subscriber hands each
+batch it reads to every local worker, O(workers per process) deque appends. Twice a second a background thread checks that the logs are still the
 ones this process wrote; every ``kafka_trim_interval`` it deletes what every
 subscriber has read. The Kafka client (confluent-kafka) is imported only where it is
 called, so that this module loads without the ``[kafka]`` extra.
@@ -33,17 +40,18 @@ log = logging.getLogger("timely.kafka")
 
 
 class _LogPusher:
-    """Appends a Progcaster's messages ``(source, seq, updates)`` to its worker's log."""
+    """Holds a Progcaster's messages ``(source, seq, updates)`` for its worker's next
+    record (``KafkaProgress.flush`` at the end of the worker's step)."""
 
-    __slots__ = ("_log", "_channel")
+    __slots__ = ("_pending", "_channel")
 
-    def __init__(self, progress_log: ProgressLog, channel: int) -> None:
-        self._log = progress_log
+    def __init__(self, pending: dict[int, list], channel: int) -> None:
+        self._pending = pending
         self._channel = channel
 
     def push(self, message: Any) -> None:
         source, seq, updates = message
-        self._log.append(source, self._channel, seq, updates)
+        self._pending[source].append((self._channel, seq, updates))
 
 
 def progress_prefix(config: Any, run: str, round_: int = 0) -> str:
@@ -70,15 +78,22 @@ class KafkaProgress:
         #: starts every worker's log afresh): ``progress_prefix``
         self.prefix = prefix
         log.info("progress logs under %s", prefix)
+        trace = hub.trace.mark_record if getattr(hub, "trace", None) is not None else None
         self.log = ProgressLog(bootstrap, prefix, local_workers,
                                snapshot_interval=config.kafka_snapshot_interval,
-                               segment_records=config.kafka_segment_records, options=options)
+                               segment_records=config.kafka_segment_records, options=options, trace=trace)
         self.subscriber = Subscriber(bootstrap, prefix, self._deliver,
                                      name=f"p{config.process}", on_error=self._error, options=options,
-                                     check=lambda: self.log.error)
+                                     check=lambda: self.log.error, trace=trace)
+        #: per local worker, the batches of its current step (its thread only)
+        self.pending: dict[int, list] = {w: [] for w in local_workers}
+        self.local_workers = list(local_workers)
+        #: the snapshots a joiner installs: the other processes' workers (ours reach
+        #: our workers directly, so this process never reads its own logs)
         self.snapshots: dict[int, Optional[tuple]] = {}
         for w in cluster_workers:
-            self.snapshots[w] = self.subscriber.add(w, from_snapshot=joining and w not in local_workers)
+            if w not in self.pending:
+                self.snapshots[w] = self.subscriber.add(w, from_snapshot=joining)
         self.subscriber.start()
         self._stop = threading.Event()
         self._trimmer = threading.Thread(target=self._trim_loop, daemon=True, name="timely-kafka-trim")
@@ -106,8 +121,10 @@ class KafkaProgress:
                 membership = getattr(self.hub, "membership", None)
                 # a departed subscriber holds nothing back
                 gone = membership.departed if membership is not None else ()
+                # every other live process's subscriber (ours does not read our logs)
+                readers = [f"p{p}" for p in range(processes) if p not in gone and p != self.config.process]
                 try:
-                    if self.log.trim([f"p{p}" for p in range(processes) if p not in gone]) == 0 \
+                    if self.log.trim(readers) == 0 \
                             and not self.log.can_delete:
                         trimming = False
                 except (KafkaException, BrokerError) as e:
@@ -132,17 +149,29 @@ class KafkaProgress:
                 wake.set()
 
     def pushers(self, channel: int) -> list:
-        return [_LogPusher(self.log, channel)]
+        """The pusher that puts a Progcaster's batches in its worker's next record (the
+        allocator adds the pushers to this process's workers)."""
+        return [_LogPusher(self.pending, channel)]
+
+    def flush(self, worker: int) -> None:
+        """Append what local ``worker`` sent in its step as one record (its thread)."""
+        batches = self.pending[worker]
+        if batches:
+            self.pending[worker] = []
+            self.log.append_batches(worker, batches)
 
     def subscribe(self, workers: range) -> None:
         """A process joined: tail its workers' logs from their beginning."""
         for w in workers:
-            if w not in self.snapshots:
+            if w not in self.snapshots and w not in self.pending:
                 self.snapshots[w] = self.subscriber.add(w, from_snapshot=False)
 
     def final_positions(self) -> dict[int, int]:
         """Our workers' log lengths, once every record is acknowledged (a leaving
-        process tells the others, so they stop tailing at the end)."""
+        process tells the others, so they stop tailing at the end). Called once our
+        workers stopped: what their last steps sent is appended first."""
+        for w in self.local_workers:
+            self.flush(w)
         self.log.flush(self.config.timeout)
         return {w: self.log._lseq[w] for w in self.log.workers}
 

@@ -89,17 +89,22 @@ class ProcessHub:
         self.abort = threading.Event()
         self.error: BaseException | None = None
         self.kafka = None           # KafkaProgress, in Kafka progress mode
+        #: a ProgressTrace (``--progress-trace``), set by whoever starts the workers
+        self.trace: Any = None
         #: checkpoint stores and the incarnation the workers agree on (a
         #: timely.checkpoint.registry.Registry, set by whoever starts the workers)
         self.checkpoints: Any = None
 
     def close_clients(self) -> None:
         """Close what this process opened outside the dataflows: the Kafka progress
-        transport and the checkpoint stores (each flushes what it still holds, bounded)."""
+        transport and the checkpoint stores (each flushes what it still holds, bounded),
+        and write the progress trace, if one was kept."""
         if self.kafka is not None:
             self.kafka.close()
         if self.checkpoints is not None:
             self.checkpoints.close()
+        if self.trace is not None:
+            self.trace.dump()
 
     def agree(self, key: str, decide: Callable[[], Any]) -> Any:
         """One value for ``key`` for every worker of the computation: decided here, once
@@ -151,10 +156,12 @@ class ThreadAllocator:
         return pushers, QueuePuller(queues[self.local])
 
     def allocate_broadcast(self, channel: int) -> tuple[list, QueuePuller]:
-        """Pushers reaching every worker: one per worker thread, or the Kafka log."""
+        """Pushers reaching every worker: one per worker thread (with the Kafka log's
+        first, in Kafka progress mode)."""
+        pushers, puller = self.allocate(channel)
         if self.hub.kafka is not None:
-            return self.hub.kafka.pushers(channel), QueuePuller(self.hub.queues(channel)[self.local])
-        return self.allocate(channel)
+            pushers = self.hub.kafka.pushers(channel) + pushers
+        return pushers, puller
 
     def allocate_local(self, channel: int) -> tuple[LocalPusher, QueuePuller]:
         """A channel from this worker to itself only (a pipeline): no other worker sees it."""
@@ -173,8 +180,12 @@ class ThreadAllocator:
         return bool(self._events)
 
     def flush_sends(self) -> None:
-        """Write what waits to be sent to other processes: nothing, within one process
-        (see ``ClusterAllocator``)."""
+        """Write what waits to be sent to other processes: in Kafka progress mode, the
+        step's progress record; nothing else within one process (see
+        ``ClusterAllocator``)."""
+        kafka = self.hub.kafka
+        if kafka is not None:
+            kafka.flush(self.index)
 
     def await_events(self, timeout: float | None) -> None:
         self.flush_sends()

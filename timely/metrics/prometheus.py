@@ -50,7 +50,7 @@ METRICS = {
     "timely_progress_batches_sent": ("counter", "progress batches sent (label mode: p2p or kafka)"),
     "timely_progress_batches_received": ("counter", "progress batches received"),
     "timely_progress_log_written": ("gauge", "Kafka progress mode: records a local worker wrote to its log"),
-    "timely_progress_log_read": ("gauge", "Kafka progress mode: records of a worker's log this process read"),
+    "timely_progress_log_read": ("gauge", "Kafka progress mode: records of another process's worker's log this process read"),
     "timely_checkpoint_label": ("gauge", "the label of the latest durable checkpoint commit"),
     "timely_rollbacks": ("counter", "rollbacks to a checkpoint after a crash"),
     "timely_recovery_seconds": ("gauge", "the last rollback's seconds from drop to running again"),

@@ -37,7 +37,7 @@ class Progcaster:
 
     __slots__ = ("source", "channel", "_pushers", "_puller", "seq", "batches_sent",
                  "batches_received", "updates_sent", "last_seq", "accumulated", "recorders",
-                 "markers", "hold", "nested")
+                 "markers", "hold", "nested", "trace")
 
     def __init__(self, allocator: Any, channel: int, accumulate: bool = False) -> None:
         self.source = allocator.index
@@ -53,6 +53,8 @@ class Progcaster:
         self.markers: dict[int, int] = {}   # joiner: sender -> first seq it sends us directly
         self.hold: Optional[list] = None    # joiner, while bootstrapping: batches kept aside
         self.nested = False                 # the scope is nested: it has child-0 ports
+        #: a ProgressTrace (``--progress-trace``) that times each batch sent and applied
+        self.trace: Any = None
 
     def send(self, changes: ChangeBatch) -> None:
         """Broadcast ``changes`` (drained) as one batch, if it holds anything."""
@@ -60,6 +62,8 @@ class Progcaster:
             return
         updates = changes.drain()
         message = (self.source, self.seq, updates)
+        if self.trace is not None:
+            self.trace.mark("send", self.source, self.source, self.channel, self.seq)
         self.seq += 1
         self.batches_sent += 1
         self.updates_sent += len(updates)
@@ -83,6 +87,7 @@ class Progcaster:
 
     def apply(self, messages: list, changes: ChangeBatch) -> None:
         last = self.last_seq
+        trace = self.trace
         for source, seq, updates in messages:
             if seq == MARKER:
                 self.markers[source] = updates
@@ -95,6 +100,8 @@ class Progcaster:
                     f"progress channel {self.channel}: batch {seq} from worker {source} arrived, "
                     f"expected {expected}: a batch was lost")
             last[source] = seq
+            if trace is not None:
+                trace.mark("apply", self.source, source, self.channel, seq)
             self.batches_received += 1
             changes.extend(updates)
             if self.accumulated is not None:

@@ -38,12 +38,17 @@ later batches (the real ``BootstrapServer``); control messages travel FIFO
 thread, one loop iteration per ``client_step`` (the thread only runs while the
 scheduler waits for it, so runs stay deterministic). When it returns, the joiner has
 installed state + ranges + held batches and is a normal worker. With ``kafka`` on,
-progress goes through per-worker logs (records ``(lseq, channel, seq, updates)``, a
-snapshot = ``broker.log.fold`` of a prefix + last seq per channel every
-``snapshot_interval`` records, as ``broker.ProgressLog`` writes them); a joiner
-subscribes to a snapshot of every log plus its tail (``join_start``) and runs the
-real ``run_kafka_client`` (``kafka_install``, enabled once the server's grants reached
-its control box).
+the workers form processes of one or two (drawn), and progress goes through
+per-worker logs as ``timely.communication.kafka`` sends it: a batch reaches the
+sender's process mates (itself included) at once and waits in the sender's pending
+record; ``flush_log(w)`` (the end of a worker's step, or a control message it sends)
+appends w's pending batches, of every channel, as ONE record ``(lseq, [(channel, seq,
+updates), ...])`` that every other process's subscriber then hands on batch by batch;
+a snapshot = ``broker.log.fold`` of a prefix of records + last seq per channel every
+``snapshot_interval`` records, as ``broker.ProgressLog`` writes them. A joiner (a
+process of its own) subscribes to a snapshot of every other log plus its tail
+(``join_start``) and runs the real ``run_kafka_client`` (``kafka_install``, enabled
+once the server's grants reached its control box).
 
 Joiner capabilities (seed 003 §3.2.1, ``timely.rescaling.grants``): when the server
 applies the join, it grants, per channel, at every operator output the least time its
@@ -157,7 +162,8 @@ class QueuePusher:
 
 
 class LogPusher:
-    """Kafka mode: appends to the sender's progress log (``_LogPusher``)."""
+    """Kafka mode: the sender's pending record (``_LogPusher``) and its process mates'
+    queues (the pushers ``ClusterAllocator.allocate_broadcast`` adds)."""
 
     __slots__ = ("net", "channel")
 
@@ -166,7 +172,7 @@ class LogPusher:
         self.channel = channel
 
     def push(self, message: Any) -> None:
-        self.net.log_append(self.channel, message)
+        self.net.log_push(self.channel, message)
 
 
 class ModelAllocator:
@@ -190,18 +196,21 @@ class ModelAllocator:
 class Net:
     """Progress queues, pullers, Kafka logs and snapshots, control channels."""
 
-    def __init__(self, kafka: bool, snapshot_interval: int) -> None:
+    def __init__(self, kafka: bool, snapshot_interval: int, mutation: Optional[str] = None) -> None:
         self.kafka = kafka
+        self.mutation = mutation
         self.queues: dict[tuple, deque] = {}
         self.nonempty: dict[tuple, None] = {}      # insertion-ordered set of queue keys
         self.inboxes: dict[tuple, Inbox] = {}
         self.links: dict[tuple, list] = {}         # (channel, sender) -> the Progcaster's pushers
         # Kafka
         self.snapshot_interval = snapshot_interval
-        self.logs: dict[int, list] = {}            # worker -> [(lseq, channel, seq, updates)]
+        self.logs: dict[int, list] = {}            # worker -> [(lseq, [(channel, seq, updates), ...])]
+        self.pending: dict[int, list] = {}         # worker -> its next record's batches
         self.folds: dict[int, dict] = {}           # worker -> channel -> [last seq, {key: total}]
         self.snapshots: dict[int, list] = {}       # worker -> [(worker, lseq, offset, channels)]
         self.subscribers: dict[int, list] = {}     # worker -> receivers tailing its log
+        self.mates: dict[int, list] = {}           # worker -> its process's workers (direct)
         # control (bootstrap) messages
         self.ctrl: dict[tuple, deque] = {}
         self.ctrl_inbox: dict[int, Inbox] = {}
@@ -241,25 +250,59 @@ class Net:
         return self.queues.get(key) or deque()
 
     # ---- Kafka --------------------------------------------------------------------------
-    def log_append(self, channel: int, message: Any) -> None:
-        """``ProgressLog.append`` + the subscribers' delivery into their queues."""
+    def log_push(self, channel: int, message: Any) -> None:
+        """A Progcaster's batch: to the sender's process mates at once, and into the
+        sender's pending record."""
         source, seq, updates = message
-        log = self.logs.setdefault(source, [])
-        lseq = len(log)
-        log.append((lseq, channel, seq, updates))
-        per_channel = self.folds.setdefault(source, {}).setdefault(channel, [-1, {}])
-        per_channel[0] = seq
-        fold([updates], per_channel[1])
-        if self.snapshot_interval and (lseq + 1) % self.snapshot_interval == 0:
-            channels = {ch: (last, list(acc.items())) for ch, (last, acc) in self.folds[source].items()}
-            self.snapshots.setdefault(source, []).append((source, lseq + 1, lseq + 1, channels))
-        for receiver in self.subscribers.get(source, ()):
+        self.pending.setdefault(source, []).append((channel, seq, updates))
+        for receiver in self.mates.get(source, ()):
             self.enqueue((channel, source, receiver), message)
+
+    def log_flush(self, source: int) -> int:
+        """``KafkaProgress.flush``: ``source``'s pending batches as one record (``ProgressLog
+        .append_batches``), then the other processes' subscribers hand each batch of it
+        on. Returns the number of records appended (two under ``record_splits_batch``)."""
+        batches = self.pending.pop(source, None)
+        if not batches:
+            return 0
+        records = [batches]
+        if self.mutation == "record_last_batch_per_channel":
+            # BUG: the record kept as {channel: batch}: a channel's earlier batches of the step are lost
+            last = {}
+            for batch in batches:
+                last[batch[0]] = batch
+            records = [list(last.values())]
+        elif self.mutation == "record_splits_batch":
+            for i, (channel, seq, updates) in enumerate(batches):
+                if len(updates) > 1:
+                    # BUG: cut at a record size: the batch straddling the cut goes half in
+                    # each record, both under its own sequence number
+                    half = len(updates) // 2
+                    records = [batches[:i] + [(channel, seq, updates[:half])],
+                               [(channel, seq, updates[half:])] + batches[i + 1:]]
+                    break
+        log = self.logs.setdefault(source, [])
+        for record in records:
+            lseq = len(log)
+            log.append((lseq, record))
+            folds = self.folds.setdefault(source, {})
+            for channel, seq, updates in record:
+                per_channel = folds.setdefault(channel, [-1, {}])
+                per_channel[0] = seq
+                fold([updates], per_channel[1])
+            if self.snapshot_interval and (lseq + 1) % self.snapshot_interval == 0:
+                channels = {ch: (last, list(acc.items())) for ch, (last, acc) in folds.items()}
+                self.snapshots.setdefault(source, []).append((source, lseq + 1, lseq + 1, channels))
+            for receiver in self.subscribers.get(source, ()):
+                for channel, seq, updates in record:
+                    self.enqueue((channel, source, receiver), (source, seq, updates))
+        return len(records)
 
     def subscribe(self, receiver: int, source: int, offset: int) -> None:
         """``receiver`` tails ``source``'s log from record ``offset`` on."""
-        for lseq, channel, seq, updates in self.logs.get(source, [])[offset:]:
-            self.enqueue((channel, source, receiver), (source, seq, updates))
+        for lseq, record in self.logs.get(source, [])[offset:]:
+            for channel, seq, updates in record:
+                self.enqueue((channel, source, receiver), (source, seq, updates))
         self.subscribers.setdefault(source, []).append(receiver)
 
     def drop_receiver(self, worker: int) -> int:
@@ -268,7 +311,7 @@ class Net:
         discarded. Returns how many progress messages were discarded."""
         for pushers in self.links.values():
             pushers[:] = [p for p in pushers if not (isinstance(p, QueuePusher) and p.key[2] == worker)]
-        for receivers in self.subscribers.values():
+        for receivers in [*self.subscribers.values(), *self.mates.values()]:
             if worker in receivers:
                 receivers.remove(worker)
         discarded = 0
@@ -439,7 +482,7 @@ class Model:
         self.kind = options.kind or rng.choice(("int", "pair"))
         self.tmax = 6 if self.kind == "int" else 3
         n_scopes = options.scopes or rng.choice((1, 1, 2))
-        self.net = Net(options.kafka, snapshot_interval=rng.randint(1, 3))
+        self.net = Net(options.kafka, snapshot_interval=rng.randint(1, 3), mutation=options.mutation)
         self.dataflows = [Dataflow(ch, random_graph(rng, self.kind), self.tmax) for ch in range(n_scopes)]
         self.workers: list[Worker] = []
         self.events: list[tuple] = []       # what changed, for the incremental checks
@@ -477,9 +520,13 @@ class Model:
             df.rec_bits = df.order.bits(df.rec)
             df.rec_total = sum(df.rec.values())
             df.announced = dict(df.initial)
-        if self.net.kafka:      # every process tails every original worker's log
+        if self.net.kafka:
+            # processes of one or two workers: a batch reaches the sender's process at once,
+            # and every other process through the sender's log, which it tails
+            per_process = rng.choice((1, 2))
             for s in range(n_workers):
-                self.net.subscribers[s] = list(range(n_workers))
+                self.net.mates[s] = [r for r in range(n_workers) if r // per_process == s // per_process]
+                self.net.subscribers[s] = [r for r in range(n_workers) if r // per_process != s // per_process]
         for w in range(n_workers):
             worker = self._new_worker(w, joiner=False, receivers=list(range(n_workers)))
             for ch, scope in enumerate(worker.scopes):
@@ -713,6 +760,20 @@ class Model:
             self._recv(worker, scope)
         return f"deliver ch{ch} w{s}->w{r} seq {message[1]}"
 
+    def flush_log(self, w: int) -> Optional[str]:
+        """Kafka: the end of ``w``'s step (``flush_sends``): its pending batches, of every
+        channel, go out as one record of its log."""
+        batches = self.net.pending.get(w)
+        if not batches:
+            return None
+        if len(batches) > 1:
+            self.coverage["kafka: a record of several batches"] += 1
+        if len({b[0] for b in batches}) > 1:
+            self.coverage["kafka: a record of several channels"] += 1
+        records = self.net.log_flush(w)
+        return (f"flush_log w{w}: " + ", ".join(f"ch{ch} seq {seq}" for ch, seq, _ in batches)
+                + (f" in {records} records" if records != 1 else ""))
+
     def _recv(self, worker: Worker, scope: Scope) -> None:
         try:
             scope.pc.recv(scope.changes)
@@ -762,9 +823,9 @@ class Model:
         net = self.net
         if net.kafka:
             # the joining process subscribes to every worker's latest snapshot and tail
-            # (from_snapshot), departed workers' logs included (their records stay), and
-            # to its own log from the beginning
-            net.subscribe(j, j, 0)
+            # (from_snapshot), departed workers' logs included (their records stay); its
+            # own batches reach it directly (it is a process of its own)
+            net.mates[j] = [j]
             for s in existing + gone:
                 written = net.snapshots.get(s, [])
                 snapshot = None
@@ -930,6 +991,8 @@ class Model:
             label = f"apply_join w{w} (subscribes to w{j})"
             if w == join.server:
                 granted = self._grant(w, join)
+                if net.log_flush(w):     # control_send flushes the sender's record first
+                    self.coverage["kafka: grants announced in the record flushed before bs-grants"] += 1
                 net.ctrl_send(w, j, ("bs-grants", w, granted))
                 label += f" (bootstrap worker: {len(granted)} grants announced)"
             self._maybe_joined()
@@ -1221,6 +1284,8 @@ class Model:
         for scope in worker.scopes:
             if scope.caps or not scope.temp.is_empty():
                 return False
+        if self.net.pending.get(w):     # final_positions flushes the last record first
+            return False
         return not any(r == w for df in self.dataflows for r, _ in df.data)
 
     def leave_finish(self, w: int) -> Optional[str]:
@@ -1248,7 +1313,8 @@ class Model:
     # ---- quiescence ------------------------------------------------------------------------
     def quiescent(self) -> bool:
         """Nothing left anywhere: no capability, data, buffered change, batch or join."""
-        if self.join is not None or self.leave is not None or self.late or self.net.nonempty:
+        if (self.join is not None or self.leave is not None or self.late or self.net.nonempty
+                or any(self.net.pending.values())):
             return False
         if any(len(box) for box in self.net.inboxes.values()):
             return False

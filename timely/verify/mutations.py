@@ -34,7 +34,14 @@ within its budget.
   one it keeps);
 - ``handover_not_net_zero``: a leaving worker that hands a capability over also sends
   a -1 batch for it, and the receiver takes it without a +1: the views lose a
-  capability that still exists.
+  capability that still exists;
+- ``record_splits_batch`` (Kafka): a step's record is cut at a size, and the batch that
+  straddles the cut goes half in one record and half in the next, both under its
+  sequence number: the other processes apply the first half and skip the second as a
+  duplicate (a batch must stay whole within one record);
+- ``record_last_batch_per_channel`` (Kafka): a step's record keeps one batch per
+  channel, the last (the step's batches gathered in a dict): a channel that sent twice
+  in one step loses the first batch in the log.
 
 The two races (``grant_not_strict``, ``handover_unordered``) show only under some
 delivery orders; their entries fix the schedule shape that makes them likely (a few
@@ -102,6 +109,12 @@ MUTATIONS: dict[str, Mutation] = {
     "handover_not_net_zero": Mutation("handover_not_net_zero", leave=True,
                                       description="a handover sends -1, the receiver takes the "
                                                   "capability silently"),
+    "record_splits_batch": Mutation("record_splits_batch", kafka=True,
+                                    description="a step's record cut through a batch, both halves "
+                                                "under its sequence number"),
+    "record_last_batch_per_channel": Mutation("record_last_batch_per_channel", kafka=True,
+                                              description="a step's record keeps only each channel's "
+                                                          "last batch"),
 }
 
 

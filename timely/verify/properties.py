@@ -192,9 +192,13 @@ class Checker:
         messages = list(net.inbox(ch, r).messages)
         for s in range(len(m.workers)):
             messages.extend(net.queue((ch, s, r)))
-            if net.kafka and r not in net.subscribers.get(s, ()):
-                # not tailing s's log yet: all of it is still to come (from record 0)
-                messages.extend((s, seq, u) for _, c, seq, u in net.logs.get(s, ()) if c == ch)
+            if net.kafka and r not in net.mates.get(s, ()):
+                if r not in net.subscribers.get(s, ()):
+                    # not tailing s's log yet: all of it is still to come (from record 0)
+                    messages.extend((s, seq, u) for _, record in net.logs.get(s, ())
+                                    for c, seq, u in record if c == ch)
+                # s's record not yet flushed: its batches come to r after the ones above
+                messages.extend((s, seq, u) for c, seq, u in net.pending.get(s, ()) if c == ch)
         for source, seq, updates in messages:
             if seq == MARKER or seq <= last.get(source, -1):
                 continue

@@ -40,7 +40,7 @@ __all__ = ["WEIGHTS", "ScheduleResult", "Report", "run_schedule", "explore"]
 WEIGHTS = {"perf_op": 3.0, "recv_cap": 2.0, "send_upd": 2.5, "deliver": 5.0, "propagate": 1.5,
            "join_start": 0.5, "apply_join": 0.8, "ctrl": 1.5, "serve": 1.0, "client": 1.5,
            "kafka_install": 0.7, "announce_late": 0.5, "leave_start": 0.3, "handover": 1.0,
-           "leave_finish": 1.0}
+           "leave_finish": 1.0, "flush_log": 2.0}
 
 
 @dataclass
@@ -131,6 +131,9 @@ def _enabled(model: Model) -> dict:
     net = model.net
     if net.nonempty:
         out["deliver"] = [(key,) for key in net.nonempty]
+    flush = [(w,) for w, batches in net.pending.items() if batches]
+    if flush:
+        out["flush_log"] = flush
     opts = model.options
     if model.late and model.late_ready():
         out["announce_late"] = [()]
@@ -175,7 +178,7 @@ def _runner(model: Model) -> dict:
             "ctrl": model.ctrl_deliver, "serve": model.serve,
             "client": lambda: model.client_step(), "announce_late": model.announce_late,
             "leave_start": model.leave_start, "handover": model.handover,
-            "leave_finish": model.leave_finish}
+            "leave_finish": model.leave_finish, "flush_log": model.flush_log}
 
 
 def run_schedule(options: Options, seed: int, steps: int = 400, full_checks: bool = False,

@@ -5,7 +5,8 @@ cluster: a deque for a worker of this process (``timely.communication.thread``),
 on the connection for a worker of another process (``_RemotePusher``).
 ``allocate_broadcast`` (progress batches) has one pusher per remote process instead: one
 frame that the receiving hub hands to all its workers (``_ProcessPusher``); in Kafka
-progress mode, the worker's progress log. A process that joins is back-filled into
+progress mode, the worker's progress log (its step's record, appended by
+``flush_sends``) and this process's workers, directly. A process that joins is back-filled into
 every channel allocated so far (``add_process``); one that is gone gets pushers that
 drop what they are given (``_DeadPusher``, ``remove_process``): nothing was routed to it.
 
@@ -106,10 +107,14 @@ class ClusterAllocator(ThreadAllocator):
 
     def flush_sends(self) -> None:
         """Write what this process's workers queued for other processes (the end of a
-        step, and before parking): the step's acknowledgements of credit first, then
-        one ``sendall`` per connection with frames queued."""
+        step, and before parking): the step's acknowledgements of credit first, in Kafka
+        progress mode this worker's progress record, then one ``sendall`` per connection
+        with frames queued."""
         if self._consumed:
             self._acknowledge()
+        kafka = self.hub.kafka
+        if kafka is not None:
+            kafka.flush(self.index)
         for conn in list(self.hub.connections.values()):
             if conn.has_queued:
                 conn.write_queued()
@@ -151,9 +156,10 @@ class ClusterAllocator(ThreadAllocator):
 
     def allocate_broadcast(self, channel: int) -> tuple[list, QueuePuller]:
         """Pushers that reach every worker, one per remote process (progress batches);
-        in Kafka progress mode, the worker's progress log."""
+        in Kafka progress mode, the worker's progress log and this process's workers."""
         if self.hub.kafka is not None:
-            return self.hub.kafka.pushers(channel), QueuePuller(self.hub.queues(channel)[self.local])
+            pushers = self.hub.kafka.pushers(channel) + self._worker_pushers(channel, self.hub.process)
+            return pushers, QueuePuller(self.hub.queues(channel)[self.local])
         pushers: list = []
         for process in self._processes:
             pushers.extend(self._broadcast_pushers(channel, process))
@@ -223,6 +229,9 @@ class ClusterAllocator(ThreadAllocator):
         conn = self._remote(process)
         if conn is None:
             raise ClusterError(f"no connection to process {process}")
+        kafka = self.hub.kafka
+        if kafka is not None:       # the progress this worker sent first goes first (grants)
+            kafka.flush(self.index)
         conn.send_frame(CONTROL, self.index, first, last, 0, payload)
 
     def control_puller(self) -> QueuePuller:

@@ -38,6 +38,7 @@ from ...rescaling.membership import Membership
 from ..codec import FrameError
 from ..credit import CREDITED
 from ..errors import ClusterError
+from .. import progress_trace
 from ..kafka import KafkaProgress, progress_prefix
 from ..thread import ProcessHub
 from .allocator import ClusterAllocator
@@ -53,6 +54,7 @@ class ClusterHub(ProcessHub):
     def __init__(self, config: Any, secret: bytes, processes: int, original_processes: int,
                  joining: bool = False) -> None:
         super().__init__(config.workers, first_index=config.process * config.workers)
+        self.trace = progress_trace.for_config(config, config.process)
         self.config = config
         self.process = config.process
         self.workers_per_process = config.workers
