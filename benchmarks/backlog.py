@@ -209,6 +209,24 @@ def run_dataflow(brokers: str, topic: str, epochs: int, clicks: int, read_ahead:
     return out
 
 
+def plot(path: str, summary: dict) -> None:
+    """Peak RSS and throughput against the backlog, bounded and unbounded (from a
+    report's ``summary``)."""
+    base, clicks = summary["base_epochs"], summary["clicks_per_epoch"]
+    xs = [base * s for s in SIZES]
+    with figure(path, 1, 2, figsize=(10, 4)) as (left, right):
+        for m in ("bounded", "unbounded"):
+            left.plot(xs, [summary["peak_rss_mib"][f"{s}x"][m] for s in SIZES], marker="o", label=m)
+            right.plot(xs, [summary["events_per_s"][f"{s}x"][m] / 1000 for s in SIZES], marker="o", label=m)
+        for ax, ylabel, title in ((left, "peak RSS (MiB)", "peak RSS of the dataflow"),
+                                  (right, "thousand events/s", "throughput, start to last results")):
+            style(ax, xlabel=f"epochs waiting in Kafka ({clicks:,} clicks each)", ylabel=ylabel, title=title,
+                  xlog=True, grid="major", legend=True)
+            ax.set_xticks(xs, [str(x) for x in xs])
+            ax.minorticks_off()
+            ax.set_ylim(bottom=0)
+
+
 def median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
@@ -299,17 +317,7 @@ def main() -> None:
     if summary["rss_4x_over_1x"]["bounded"] > 1.25:
         problems.append(f"bounded peak RSS 4x/1x {summary['rss_4x_over_1x']['bounded']:.2f} > 1.25")
     write_report(args.json, "backlog", summary, {"runs": {f"{s}x": runs[s] for s in SIZES}, "paced_ms": paced})
-    with figure(os.path.splitext(args.json)[0] + ".png", 1, 2, figsize=(10, 4)) as (left, right):
-        xs = [base * s for s in SIZES]
-        for m in modes:
-            left.plot(xs, [figures[s][m]["peak_rss_mib"] for s in SIZES], marker="o", label=m)
-            right.plot(xs, [figures[s][m]["events_per_s"] / 1000 for s in SIZES], marker="o", label=m)
-        style(left, xlabel=f"epochs waiting in Kafka ({clicks:,} clicks each)", ylabel="peak RSS (MiB)",
-              title="peak RSS of the dataflow", xlog=True, grid="major", legend=True)
-        style(right, xlabel=f"epochs waiting in Kafka ({clicks:,} clicks each)", ylabel="thousand events/s",
-              title="throughput, start to last results", xlog=True, grid="major", legend=True)
-        left.set_ylim(bottom=0)
-        right.set_ylim(bottom=0)
+    plot(os.path.splitext(args.json)[0] + ".png", summary)
     conclude(problems, round(time.monotonic() - started, 1))
 
 

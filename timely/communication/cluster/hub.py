@@ -20,9 +20,10 @@ connection (``forget``). ``shutdown`` says goodbye to every peer and waits for t
 Costs: delivering a frame appends it to the queue of each worker it is for, O(targets),
 and a progress batch crosses each process boundary once, whatever the number of remote
 workers; a credited data frame is counted in its channel's ledger, and
-acknowledgements of credit update a window each (``timely.communication.credit``). Start-up makes one connection per pair of processes, each with two threads,
-plus one short-lived thread per accepted connection for its handshake (at most 10 s)
-and admission; it waits at most ``Config.timeout`` for the others. ``shutdown`` waits
+acknowledgements of credit update a window each (``timely.communication.credit``).
+Start-up makes one connection per pair of processes, each with two threads, plus one
+short-lived thread per accepted connection for its handshake (at most 10 s) and
+admission; it waits at most ``Config.timeout`` for the others. ``shutdown`` waits
 up to ``Config.timeout`` for the peers' goodbyes.
 """
 from __future__ import annotations
