@@ -24,8 +24,8 @@ ends, so the wait bounds each hop's latency); the subscriber waits for a first r
 with ``poll`` and takes what else is queued with a ``consume`` that does not wait (a
 ``consume(n, timeout)`` waits out its timeout unless n records come).
 
-Costs: O(updates) per record (one unpack, one ``deliver`` call per batch); ``add`` from a snapshot
-O(snapshot size) plus two round trips; a segment change an unassign and an assign
+Costs: O(updates) per record (one unpack, one ``deliver`` call per batch); ``add`` from
+a snapshot O(snapshot size) plus two round trips; a segment change an unassign and an assign
 (the topic's creation is awaited ahead, on a helper thread); idle, one fetch per log's
 broker per fetch wait (on librdkafka's threads).
 """

@@ -20,9 +20,10 @@ RescaleMessage arrives.
 
 Costs: a worker step that sent progress is one Kafka record, appended by the worker
 when its step ends (a list append per batch before that); the subscriber hands each
-batch it reads to every local worker, O(workers per process) deque appends. Twice a second a background thread checks that the logs are still the
-ones this process wrote; every ``kafka_trim_interval`` it deletes what every
-subscriber has read. The Kafka client (confluent-kafka) is imported only where it is
+batch it reads to every local worker, O(workers per process) deque appends. Twice a
+second a background thread checks that the logs are still the ones this process
+wrote; every ``kafka_trim_interval`` it deletes what every other process's subscriber
+has read. The Kafka client (confluent-kafka) is imported only where it is
 called, so that this module loads without the ``[kafka]`` extra.
 """
 from __future__ import annotations

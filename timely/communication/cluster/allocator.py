@@ -6,9 +6,10 @@ on the connection for a worker of another process (``_RemotePusher``).
 ``allocate_broadcast`` (progress batches) has one pusher per remote process instead: one
 frame that the receiving hub hands to all its workers (``_ProcessPusher``); in Kafka
 progress mode, the worker's progress log (its step's record, appended by
-``flush_sends``) and this process's workers, directly. A process that joins is back-filled into
-every channel allocated so far (``add_process``); one that is gone gets pushers that
-drop what they are given (``_DeadPusher``, ``remove_process``): nothing was routed to it.
+``flush_sends``) and this process's workers, directly. A process that joins is
+back-filled into every channel allocated so far (``add_process``); one that is gone gets
+pushers that drop what they are given (``_DeadPusher``, ``remove_process``): nothing was
+routed to it.
 
 With exchange credit on (``Config.exchange_credit``), a push to a remote worker counts
 its bytes in the channel's window (``_CreditedPusher``), and every data puller
