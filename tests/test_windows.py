@@ -37,7 +37,7 @@ from test_megaphone import close_epoch, finish
 
 from timely.config import Config
 from timely.megaphone.bins import bin_of, bin_shift, stable_hash64
-from timely.megaphone.control import Move
+from timely.megaphone.control import Map, Move
 from timely.megaphone.state import StatefulError
 from timely.windows import Epochs, Session, Sliding, Tumbling, Window
 from timely.windows import open as opened
@@ -296,6 +296,45 @@ def test_a_window_is_emitted_once_the_frontier_passes_its_close_and_its_state_is
     everything = sorted(w for _s, after in results for w in after[2])
     assert everything == sorted([(k, Window(0, 10), 10) for k in "abc"] + [(k, Window(10, 20), 3) for k in "abc"])
     assert sorted({t for _s, after in results for t in after[3]}) == [9, 19]
+
+
+def held_times(worker, operator):
+    """The times at which ``worker`` holds capabilities of the operator named ``operator``."""
+    from timely.rescaling.leave import subgraphs
+    found = set()
+    for index in worker.dataflows():
+        for scope in subgraphs(worker.dataflow_subgraph(index)):
+            found.update(t for (loc, t), c in scope.held
+                         if c and getattr(scope.children[loc.node], "name", None) == operator)
+    return found
+
+
+def test_a_worker_whose_bins_moved_away_holds_nothing_for_their_windows():
+    """Windows of 100 epochs open on both workers; at epoch 2 every bin moves to worker 0
+    (as a leaver's do). Worker 1 then holds no capability for the windows' closing epoch
+    (99): it could leave at once, not when the windows close; worker 0 holds it, and
+    every window comes out once, on worker 0."""
+    def build(worker):
+        def dataflow(scope):
+            source, stream = scope.new_input()
+            csource, control = scope.new_input()
+            out = stream.window(Tumbling(100), key=lambda r: r[0], event_time=lambda r: r[1],
+                                fold=lambda n, r: n + 1, init=0, bins=BINS, control=control, name="Long")
+            return source, csource, out.capture(), out.probe()
+        source, csource, captured, probe = worker.dataflow(dataflow)
+        for epoch in range(5):
+            if epoch < 2:
+                source.send_batch([(f"k{i}", epoch) for i in range(worker.index, 20, 2)])
+            if epoch == 2 and worker.index == 0:
+                csource.send_batch([Map([0] * BINS)])
+            close_epoch(worker, probe, epoch, source, csource)
+        held = held_times(worker, "Long")
+        finish(worker, source, csource)
+        return held, [(t, r) for t, rs in captured.by_time().items() for r in rs]
+    [(held0, out0), (held1, out1)] = execute_bounded(Config(workers=2, worker_mode="threads"), build,
+                                                     timeout=TIMEOUT)
+    assert held0 == {99} and held1 == set(), (held0, held1)
+    assert out1 == [] and sorted(out0) == sorted((99, (f"k{i}", Window(0, 100), 2)) for i in range(20))
 
 
 def test_memory_stays_flat_over_a_long_run_with_a_steady_key_set():

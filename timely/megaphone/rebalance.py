@@ -8,7 +8,9 @@ issued now, at t + 1, precedes every record routed at t + 1.
 
 The driving worker is at first the first worker (worker 0, or the least that survives a
 crash). When its process leaves, it hands the role over, as a record at its
-capability's time that loops back one epoch later to the least worker still routed to:
+capability's time that loops back one epoch later to the least worker still routed to
+that it has bootstrapped (``successor``: not one that joined since, which has no routing
+state to bootstrap others, or itself, from):
 the record carries what the driver has issued and planned, and its receiver holds a
 capability from it, so the control stream's frontier never passes a time at which no
 worker could still issue a command. The receiver drives on from there (it moves the
@@ -113,6 +115,21 @@ def migration_steps(moves: list[tuple[int, int]], strategy: str,
         steps.append(step)
         remaining = later
     return steps
+
+
+def successor(routing: Sequence[int], known: Sequence[int]) -> int:
+    """The worker a leaving driver hands its role to: the least worker still routed to
+    that the driver already knew (it started with it, or bootstrapped it). A worker that
+    joined since has no routing state yet: as the driver, it would issue the Bootstrap of
+    itself from itself, and wait for it for ever.
+
+    >>> successor([1, 2], [0, 2])      # worker 1 just joined, worker 0 leaves
+    2
+    >>> successor([1, 2], [0])         # none known is left: the least routed to
+    1
+    """
+    found = [w for w in routing if w in known]
+    return min(found) if found else min(routing)
 
 
 class _Driver:
@@ -229,7 +246,7 @@ def rebalancer(streams: list[Stream], feedback: Stream, bins: int, name: str) ->
             held["cap"] = None
 
         def hand_over(cap: Any) -> None:
-            target = min(worker.routing_workers)
+            target = successor(worker.routing_workers, box["driver"].workers)
             hand_out.give_batch(cap, [(target, box["driver"].state())])
             log.info("%s rebalancer: worker %d leaves; worker %d drives from %s on", name,
                      worker.index, target, cap.time + NEXT_EPOCH)

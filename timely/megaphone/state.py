@@ -149,6 +149,20 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
     notify_index: dict[Any, set] = {}
     activate_after = worker.activations.activate_after
     path = builder.path
+    shipped_seen = [0]      # len(states.shipped) when S last looked
+
+    def release_moved() -> None:
+        """Drop the capabilities held only for notifications of bins F has shipped away
+        (their new owners hold their own, from the bins' message): a worker that moved
+        its bins out, a leaver above all, holds nothing for times it has no work at."""
+        held_bins = states.bins
+        for t in [t for t, bins_at in notify_index.items() if not any(b in held_bins for b in bins_at)]:
+            if t in stash or t in withdrawn or t in combined:
+                continue
+            del notify_index[t]
+            cap = caps.pop(t, None)
+            if cap is not None:
+                cap.drop()
 
     def schedule(b: int, cap: Any) -> Callable[[Any, Any, int], None]:
         def at(time: Any, record: Any, input: int) -> None:
@@ -243,6 +257,9 @@ def _stateful(streams: list[Stream], keys: list[Optional[Callable]], control: Op
                         if t not in caps:
                             caps[t] = icap.delayed_for_output(t, 0)
                 states.received.append((icap.time, len(shipped), nkeys))
+            if len(states.shipped) != shipped_seen[0]:
+                shipped_seen[0] = len(states.shipped)
+                release_moved()
             for i, port in enumerate(data_ins):
                 for icap, messages in port:
                     t = icap.time
