@@ -116,9 +116,9 @@ class Health:
             self._why = why
             if self._prober is not None or self.gone is not None:
                 return
-            self._prober = threading.Thread(target=self._probe_loop, daemon=True,
-                                            name=f"broker-health {self.bootstrap}")
-        self._prober.start()
+            prober = self._prober = threading.Thread(target=self._probe_loop, daemon=True,
+                                                     name=f"broker-health {self.bootstrap}")
+        prober.start()
 
     def error_cb(self, then: Optional[Callable[[Any], None]] = None) -> Callable[[Any], None]:
         """A librdkafka ``error_cb``: transport errors make the address suspect; every
@@ -169,13 +169,13 @@ class Health:
                         log.warning("the Kafka broker at %s is back after %.1f s (%d client errors "
                                     "meanwhile)", self.bootstrap, now - self.down_since, self.errors)
                     self.up, self.down_since = True, None
-                    _down.discard(self)
+                    down.discard(self)
                     return
                 if self.up:
                     self.up, self.down_since = False, now
                     with _lock:
                         if _health.get(self.bootstrap) is self:
-                            _down.add(self)
+                            down.add(self)
                     self.outages += 1
                     reminded = now
                     log.warning("lost the Kafka broker at %s (%s); waiting for it, up to %g s "
@@ -216,7 +216,7 @@ class Health:
         log.error("%s", self.gone)
         with _lock:
             if _health.get(self.bootstrap) is self:
-                _down.add(self)
+                down.add(self)
 
     def expect(self, topics: Iterable[str]) -> None:
         """Topics this process reads or writes: once the broker answers again after a
@@ -244,7 +244,9 @@ class _Lines:
 
 
 _health: dict[str, Health] = {}
-_down: set = set()                  # the addresses down now: ``failure`` costs nothing otherwise
+#: the addresses down now (or back empty): a worker's step reads it, and calls
+#: ``failure`` only when it is not empty
+down: set = set()
 _lock = threading.Lock()
 #: seconds a broker may stay unreachable before the process stops (Config.broker_timeout)
 _timeout = 300.0
@@ -261,7 +263,7 @@ def configure(timeout: float) -> None:
     with _lock:
         _timeout, _configured = timeout, True
         _health.clear()
-        _down.clear()
+        down.clear()
 
 
 def health(bootstrap: str) -> Health:
@@ -287,7 +289,7 @@ def timeout() -> float:
 
 #: error codes of a call that the broker being away explains: _WAIT_COORD, _TIMED_OUT,
 #: REQUEST_TIMED_OUT, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, and the transport's
-_RETRY_CODES = _TRANSPORT_CODES | {-180, -185, 7, 15, 16}
+_RETRY_CODES = _TRANSPORT_CODES | {-180, 7, 15, 16}
 
 
 def retrying(bootstrap: str, call: Callable[[], Any]) -> Any:
@@ -345,9 +347,9 @@ def bounded(bootstrap: str, call: Callable[[], Any], what: str) -> Any:
 def failure() -> Optional[BrokerError]:
     """The first address down for longer than the broker timeout or back empty, as an
     error; else None."""
-    if not _down:
+    if not down:
         return None
-    for h in list(_down):
+    for h in list(down):
         found = h.failure()
         if found is not None:
             return found

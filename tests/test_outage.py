@@ -64,11 +64,15 @@ def _args(proxy: TcpProxy, names: dict, mode: str, broker_timeout: float, metric
     return args
 
 
-def _topics(proxy: TcpProxy) -> dict:
+def _topics(proxy: TcpProxy, epochs: int) -> tuple[dict, Writer]:
+    """The run's topics, and a writer that has written its first ``epochs`` epochs."""
     run = uuid.uuid4().hex[:8]
     names = {"clicks": f"clicks-{run}", "results": f"results-{run}", "group": f"g-{run}"}
     create_topics(proxy.address, {names["clicks"]: PARTITIONS, names["results"]: PARTITIONS})
-    return names
+    writer = Writer(proxy.address, names["clicks"])
+    for e in range(epochs):
+        writer.epoch(e, clicks(e))
+    return names, writer
 
 
 def _brokers(port: int) -> list[dict]:
@@ -78,10 +82,7 @@ def _brokers(port: int) -> list[dict]:
 
 @pytest.mark.parametrize("mode", ["p2p", "kafka"])
 def test_a_network_cut_is_ridden_out_with_one_line_each_way_and_stays_exact(proxied, mode):
-    names = _topics(proxied)
-    writer = Writer(proxied.address, names["clicks"])
-    for e in range(4):
-        writer.epoch(e, clicks(e))
+    names, writer = _topics(proxied, 4)
     metrics = free_port_range(2)
     with LocalCluster([DATAFLOW], slots=2, extra=_args(proxied, names, mode, 120, metrics)) as c:
         c.start(2)
@@ -112,10 +113,7 @@ def test_a_network_cut_is_ridden_out_with_one_line_each_way_and_stays_exact(prox
 def test_a_paused_broker_stalls_the_job_which_then_goes_on_exact(proxied, mode):
     """SIGSTOP: connections stay open and requests go unanswered (no connection error
     until librdkafka's request timeouts); the job waits, then goes on exact."""
-    names = _topics(proxied)
-    writer = Writer(proxied.address, names["clicks"])
-    for e in range(4):
-        writer.epoch(e, clicks(e))
+    names, writer = _topics(proxied, 4)
     with LocalCluster([DATAFLOW], slots=2, extra=_args(proxied, names, mode, 120, free_port_range(2))) as c:
         c.start(2)
         _wait_for_epoch(proxied, names, 3, c)
@@ -150,10 +148,7 @@ def test_a_broker_gone_past_the_broker_timeout_stops_the_process_and_a_restart_r
     """The process exits non-zero with ``BrokerUnreachable`` naming the address; started
     again (as a supervisor does) once the network is back, it resumes from its
     checkpoint: every epoch exact and once."""
-    names = _topics(proxied)
-    writer = Writer(proxied.address, names["clicks"])
-    for e in range(4):
-        writer.epoch(e, clicks(e))
+    names, writer = _topics(proxied, 4)
     # one process: with two, the first to stop makes the other stop as a minority
     with LocalCluster([DATAFLOW], slots=1, extra=_args(proxied, names, "p2p", 3, free_port_range(1))) as c:
         c.start(1)
@@ -169,10 +164,7 @@ def test_a_broker_gone_past_the_broker_timeout_stops_the_process_and_a_restart_r
 
 
 def test_a_broker_back_without_its_data_stops_each_process_saying_so(proxied):
-    names = _topics(proxied)
-    writer = Writer(proxied.address, names["clicks"])
-    for e in range(3):
-        writer.epoch(e, clicks(e))
+    names, writer = _topics(proxied, 3)
     with LocalCluster([DATAFLOW], slots=2, extra=_args(proxied, names, "p2p", 60, free_port_range(2))) as c:
         c.start(2)
         _wait_for_epoch(proxied, names, 2, c)

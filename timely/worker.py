@@ -457,7 +457,7 @@ class Worker:
         stall = self.stall
         if stall is not None and time.monotonic() >= stall.due:
             stall.check()
-        if broker_health._down:
+        if broker_health.down:
             unreachable = broker_health.failure()      # down for longer than --broker-timeout
             if unreachable is not None:
                 raise unreachable

@@ -491,8 +491,8 @@ def outage_timeline(report: Report, cluster: LocalCluster) -> str:
     epoch written after the outage was readable, in seconds from the cut."""
     parts = []
     for proc in cluster.processes:
-        said = {kind: next((proc._start + t - report.cut_at for t, line in proc.lines
-                            if pattern in line and proc._start + t >= report.cut_at), None)
+        said = {kind: next((cluster.start_time + t - report.cut_at for t, line in proc.lines
+                            if pattern in line and cluster.start_time + t >= report.cut_at), None)
                 for kind, pattern in (("lost", "lost the Kafka broker"), ("back", "is back after"))}
         if said["lost"] is not None:
             parts.append(f"process {proc.index} lost it at +{said['lost']:.1f} s, back at "
