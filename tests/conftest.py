@@ -47,7 +47,7 @@ _COMMON = dict(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.register_profile("ci", max_examples=400, **_COMMON)
+settings.register_profile("ci", max_examples=200, **_COMMON)
 settings.register_profile("nightly", max_examples=10_000, **_COMMON)
 settings.register_profile("dev", max_examples=50, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -32,8 +32,8 @@ from timely.verify.oracle import (TIME_MAX, Graph, Oracle, apply, identity, lt, 
 
 TWIN_NEEDS = ("Tracker",)
 
-# Case counts scale with the loaded hypothesis profile (conftest.py): with "ci" (400)
-# each oracle test runs 400 scenarios per twin, 1,600 per twin over the four of them;
+# Case counts scale with the loaded hypothesis profile (conftest.py): with "ci" (200)
+# each oracle test runs 200 scenarios per twin, 800 per twin over the four of them;
 # HYPOTHESIS_PROFILE=nightly runs 10,000 each.
 PROFILE_EXAMPLES = settings().max_examples
 ORACLE_EXAMPLES = PROFILE_EXAMPLES

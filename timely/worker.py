@@ -77,6 +77,19 @@ class Worker:
             if members is not None:         # the cluster rolled back after a crash: its workers now
                 self.initial_workers = list(members)
                 self.initial_peers = len(members)
+            named = self._hub.membership.members
+            if named is not None:
+                # the processes its bootstrap process named, and itself: never one that
+                # left or died (range(peers) would route to the holes they left)
+                wpp = config.workers
+                ours = {w for p in named | {self._hub.process} for w in range(p * wpp, p * wpp + wpp)}
+                self.routing_workers, self.broadcast_workers = sorted(ours), sorted(ours)
+        elif self._hub is not None and self._hub.membership.present is not None:
+            # the cluster started without a missing minority: its workers are those here
+            _, members = self._hub.membership.current_round()
+            self.initial_workers, self.routing_workers, self.broadcast_workers = \
+                list(members), list(members), list(members)
+            self.initial_peers = len(members)
         self.activations = Activations()
         self.progcasters: dict[int, Any] = {}
         self._scope_of_channel: dict[int, Any] = {}

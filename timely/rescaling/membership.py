@@ -86,6 +86,8 @@ class Membership(Rollbacks):
         self.departed: set[int] = set()
         self._waiting_logged = ""
         self.members: Optional[set] = None  # a joiner: the processes its bootstrap process named
+        #: starting without a missing minority (``start_without``): the processes that start
+        self.present: Optional[set] = None
         #: values the cluster agreed on (``agree``), e.g. where checkpoints restart from
         self.agreed: dict[str, Any] = {}
         self._agreement = threading.Condition(lock)
@@ -231,6 +233,22 @@ class Membership(Rollbacks):
                 self._agreement.wait(min(left, 0.1))
             return self.agreed[key]
 
+    def start_without(self, here: list[int]) -> None:
+        """(While starting.) The processes ``here`` start the cluster without the missing
+        ones: its first life's workers are theirs (as after a rollback), and a connection
+        from anyone else is dropped (it joins once the cluster runs)."""
+        hub = self.hub
+        wpp = hub.workers_per_process
+        with self._agreement:
+            self.present = set(here)
+            self.agreed["round"] = (self.round, [w for p in sorted(here) for w in range(p * wpp, p * wpp + wpp)])
+            outsiders = [c for p, c in hub.connections.items() if p not in self.present]
+            for conn in outsiders:
+                hub.forget(conn)
+            self._agreement.notify_all()
+        for conn in outsiders:
+            conn.close()
+
     # ---- the membership's control frames -----------------------------------------------------
     def control(self, conn: MemberConnection, payload: Any) -> bool:
         """Handle a control frame of the join/leave protocol; False if ``payload`` is not one
@@ -249,6 +267,10 @@ class Membership(Rollbacks):
             self._post(RescaleMessage("quiesce", payload[1], first_w, first_w + hub.workers_per_process - 1))
         elif kind == "welcome":
             pass                            # a greeting read before the threads started
+        elif kind == "start-without":
+            log.warning("process %d: process %d starts the cluster with processes %s, without "
+                        "the missing (they join it when they come)", hub.process, conn.process, payload[1])
+            self.start_without(payload[1])
         elif kind == "members":
             with self._agreement:
                 self.agreed.update(payload[2])

@@ -36,6 +36,7 @@ import time
 from typing import Any, Callable, Optional
 
 from ...rescaling.membership import Membership
+from ...rescaling.rollback import quorum
 from ..codec import FrameError
 from ..credit import CREDITED
 from ..errors import ClusterError
@@ -84,6 +85,9 @@ class ClusterHub(ProcessHub):
         #: (channel, local worker) and sender
         self.windows: dict = {}
         self.ledgers: dict = {}
+        #: while starting: the processes here, and since when (``_start_without``)
+        self._here: set = set()
+        self._here_since = time.monotonic()
 
     def restart_progress(self, round_: int, workers: list[int]) -> None:
         """A rollback: in Kafka progress mode, the survivors' progress goes to new logs
@@ -132,43 +136,96 @@ class ClusterHub(ProcessHub):
         as a joiner does). A process whose higher peers are late asks them too (the lowest
         process, coming back, has no lower one to ask); a peer that is starting as well
         closes such a connection and connects to it itself. Every wait here is a
-        ``PeerWait`` (timely.communication.cluster.patience): no crash loop."""
+        ``PeerWait`` (timely.communication.cluster.patience): no crash loop.
+
+        Processes that do not come at all (one left the cluster for good, or its machine
+        is gone) do not hold the others for ever: once the processes here are a majority
+        of the cluster and none has arrived for ``Config.timeout`` seconds, the lowest of
+        them starts the cluster without the missing (``_start_without``); a missing
+        process that comes later joins it."""
         wait = PeerWait(self.process, self.timeout, self.config.connect_timeout, self.complete)
-        order = list(range(self.process))
         if self.joining:
-            order = [self.config.join // self.workers_per_process]
-        while order:
-            process = order.pop(0)
-            sock, greeting = self._connect(process, wait)
-            self._add(process, sock, joining=False)
-            if greeting is not None and greeting[0] == "members":
-                self._rejoin(greeting)
-            if self.joining and self.membership.members is None:
-                self._await(lambda: self.membership.members is not None, wait,
-                            lambda: f"{describe(self.config, [process])} to admit us")
-            if self.joining:
-                with self._lock:
-                    order = sorted(p for p in self.membership.members
-                                   if p != self.process and p not in self.connections)
-        members = self.membership.members
-        expected = (set(range(self.processes)) if members is None else members) - {self.process}
+            return self._connect_as_joiner(wait)
+        lower = list(range(self.process))           # processes this one connects to
+        retry = 0.0
+        pause = 0.05
+        asked = time.monotonic() + 1.0
+        present = self.membership.present
 
         def missing() -> list[int]:
             # A peer with nothing to do may finish before our last peer connects: its
             # goodbye ends its connection, and it is not missing.
             with self._lock:
-                return sorted(p for p in expected if p not in self.connections and p not in self.said_goodbye)
-        asked = time.monotonic() + 1.0
-        while missing():
+                keep = self.membership.present
+                return sorted(p for p in range(self.processes) if p != self.process
+                              and p not in self.connections and p not in self.said_goodbye
+                              and (keep is None or p in keep))
+        while True:
             if self.error is not None:
                 raise self.error
-            wait.tick(lambda: f"{describe(self.config, missing())} to connect")
-            if not self.joining and time.monotonic() > asked:
+            present = self.membership.present
+            if lower and time.monotonic() >= retry:
+                for process in list(lower):
+                    if present is not None and process not in present:
+                        lower.remove(process)
+                        continue
+                    sock, greeting = self._connect(process, None)
+                    if sock is None:
+                        continue
+                    lower.remove(process)
+                    self._add(process, sock, joining=False)
+                    if greeting is not None and greeting[0] == "members":
+                        self._rejoin(greeting)
+                        return self.connect_all_as_joiner(wait)
+                retry = time.monotonic() + pause
+                pause = min(0.5, pause * 1.25)
+            if not missing():
+                return
+            self._start_without(missing())
+            wait.tick(lambda: f"{describe(self.config, missing())} to "
+                              f"{'answer' if set(missing()) & set(lower) else 'connect'}")
+            if time.monotonic() > asked:
                 asked = time.monotonic() + 1.0
                 for process in missing():
                     if process > self.process and self._ask(process):
                         return self.connect_all_as_joiner(wait)
             time.sleep(0.01)
+
+    def _connect_as_joiner(self, wait: PeerWait) -> None:
+        """A joiner: its bootstrap process names the members, then it connects to them."""
+        order = [self.config.join // self.workers_per_process]
+        while order:
+            process = order.pop(0)
+            sock, _ = self._connect(process, wait)
+            self._add(process, sock, joining=False)
+            if self.membership.members is None:
+                self._await(lambda: self.membership.members is not None, wait,
+                            lambda: f"{describe(self.config, [process])} to admit us")
+            with self._lock:
+                order = sorted(p for p in self.membership.members
+                               if p != self.process and p not in self.connections)
+
+    def _start_without(self, missing: list[int]) -> None:
+        """(While starting.) If this process is the lowest of those here, they are a
+        majority of the cluster (``quorum``), and nobody has arrived for the timeout,
+        decide that they start without ``missing``, and tell them."""
+        with self._lock:
+            here = {self.process} | {p for p, c in self.connections.items() if not c.joining}
+        now = time.monotonic()
+        if here != self._here:
+            self._here, self._here_since = here, now
+        if (self.membership.present is not None or not self.config.rescaling
+                or now - self._here_since < self.timeout or self.process != min(here)
+                or not quorum(here, set(range(self.processes)))):
+            return
+        log.warning("process %d: %s did not come within %g s; processes %s, a majority of the "
+                    "cluster, start without them (they join it when they come)", self.process,
+                    describe(self.config, missing), self.timeout, sorted(here))
+        self.membership.start_without(sorted(here))
+        with self._lock:
+            conns = list(self.connections.values())
+        for conn in conns:
+            conn.send_frame(CONTROL, -1, 0, 0, 0, ("start-without", sorted(here)))
 
     def connect_all_as_joiner(self, wait: PeerWait) -> None:
         """A process that came back: connect to every member it has no connection to."""
@@ -278,6 +335,9 @@ class ClusterHub(ProcessHub):
                 sock.close()
                 return
             self._add(process, sock, joining=True, before_start=admit)
+        elif self.membership.present is not None and process not in self.membership.present:
+            # the cluster starts without it: once it runs, it is admitted as a joiner
+            sock.close()
         elif process < self.process:
             # a lower process asks whether a cluster runs (it came back after a crash): not
             # here yet, this process is starting too and connects to it itself
