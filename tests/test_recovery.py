@@ -344,8 +344,9 @@ def test_after_a_process_left_the_others_restart_without_it(tansu, paced, mode):
     """Process 0 leaves on SIGTERM (exit 0: a supervisor does not start it again); then
     processes 1 and 2 are SIGKILLed together, and started again with their arguments.
     They must not wait for process 0 for ever (chaos seed 8 did): once none has come
-    for --timeout seconds, the two, a majority of the three, start without it from the
-    last checkpoint, and every epoch's results are exact and written once."""
+    for --timeout seconds (10 at least), the two, a majority of the three, start
+    without it from the last checkpoint, and every epoch's results are exact and
+    written once."""
     import signal
     EPOCHS = 16
     extra = ["--brokers", tansu.bootstrap, "--clicks", paced["clicks"], "--results", paced["results"],

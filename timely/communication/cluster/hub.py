@@ -48,6 +48,8 @@ from .connection import CONTROL, Connection, handshake, read_frame
 from .patience import PeerWait, describe
 
 log = logging.getLogger("timely.cluster")
+#: seconds without an arrival after which a majority starts without the missing, at least
+START_WITHOUT_AFTER = 10.0
 
 
 class ClusterHub(ProcessHub):
@@ -88,6 +90,10 @@ class ClusterHub(ProcessHub):
         #: while starting: the processes here, and since when (``_start_without``)
         self._here: set = set()
         self._here_since = time.monotonic()
+        #: a majority starts without the missing once nobody has arrived for this long:
+        #: the timeout, and never less than START_WITHOUT_AFTER (a process slow to start
+        #: on a loaded machine is not one that never comes)
+        self.start_without_after = max(self.timeout, START_WITHOUT_AFTER)
 
     def restart_progress(self, round_: int, workers: list[int]) -> None:
         """A rollback: in Kafka progress mode, the survivors' progress goes to new logs
@@ -142,7 +148,7 @@ class ClusterHub(ProcessHub):
         is gone) do not hold the others for ever: once the processes here are a majority
         of the cluster and none has arrived for ``Config.timeout`` seconds, the lowest of
         them starts the cluster without the missing (``_start_without``); a missing
-        process that comes later joins it."""
+        process that comes later joins it. (At least ``START_WITHOUT_AFTER`` seconds.)"""
         wait = PeerWait(self.process, self.timeout, self.config.connect_timeout, self.complete)
         if self.joining:
             return self._connect_as_joiner(wait)
@@ -207,7 +213,8 @@ class ClusterHub(ProcessHub):
 
     def _start_without(self, missing: list[int]) -> None:
         """(While starting.) If this process is the lowest of those here, they are a
-        majority of the cluster (``quorum``), and nobody has arrived for the timeout,
+        majority of the cluster (``quorum``), and nobody has arrived for
+        ``start_without_after`` seconds,
         decide that they start without ``missing``, and tell them."""
         with self._lock:
             here = {self.process} | {p for p, c in self.connections.items() if not c.joining}
@@ -215,12 +222,12 @@ class ClusterHub(ProcessHub):
         if here != self._here:
             self._here, self._here_since = here, now
         if (self.membership.present is not None or not self.config.rescaling
-                or now - self._here_since < self.timeout or self.process != min(here)
+                or now - self._here_since < self.start_without_after or self.process != min(here)
                 or not quorum(here, set(range(self.processes)))):
             return
         log.warning("process %d: %s did not come within %g s; processes %s, a majority of the "
                     "cluster, start without them (they join it when they come)", self.process,
-                    describe(self.config, missing), self.timeout, sorted(here))
+                    describe(self.config, missing), self.start_without_after, sorted(here))
         self.membership.start_without(sorted(here))
         with self._lock:
             conns = list(self.connections.values())

@@ -10,10 +10,10 @@ crash loop. So a ``PeerWait``:
 - gives up only after ``Config.connect_timeout`` seconds, if set (``--connect-timeout``),
   with a ``ClusterError`` naming the processes that did not come;
 - does not wait for a process that never comes, once a majority is there: after
-  ``Config.timeout`` seconds without an arrival, the lowest of a majority of the
-  hostfile's processes starts the cluster without the rest, who join if they come later
-  (``ClusterHub.connect_all``; a minority waits on: it cannot tell a crash from a cut
-  network);
+  ``Config.timeout`` seconds (10 at least) without an arrival, the lowest of a majority
+  of the hostfile's processes starts the cluster without the rest, who join if they
+  come later (``ClusterHub.connect_all``; a minority waits on: it cannot tell a crash
+  from a cut network);
 - asks the program's ``complete`` check (``timely.execute(..., complete=)``) every few
   seconds whether the job is already done, and raises ``JobComplete`` if so: a process
   restarted after its job ended exits at once, with status 0.
