@@ -96,10 +96,10 @@ def connect_admin(bootstrap: str, options: Optional[dict] = None, timeout: float
     """An AdminClient that has reached the broker, or ``BrokerError`` naming the address."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
-    from .health import retrying
+    from .health import attempt, retrying
     admin = AdminClient(base_config(bootstrap, "admin", options))
     try:
-        retrying(bootstrap, lambda: admin.list_topics(timeout=timeout))    # up to --broker-timeout
+        retrying(bootstrap, lambda: admin.list_topics(timeout=attempt(timeout)))    # up to --broker-timeout
     except KafkaException as e:
         raise BrokerError(f"Kafka broker at {bootstrap} is unreachable: {describe(e)}") from None
     return admin

@@ -312,6 +312,17 @@ def retrying(bootstrap: str, call: Callable[[], Any]) -> Any:
         delay = min(BACKOFF[1], delay * 2)
 
 
+def attempt(timeout: float) -> float:
+    """One attempt's time-out for a call inside ``retrying``: ``timeout``, but not longer
+    than this computation's broker timeout (at least 0.5 s), so that a short
+    ``--broker-timeout`` is not outwaited by a client's own 10 s.
+
+    >>> attempt(10.0) if not _configured else 10.0
+    10.0
+    """
+    return min(timeout, max(0.5, _timeout)) if _configured else timeout
+
+
 _calls: Optional[Any] = None          # the threads of ``bounded``, made on first use
 
 

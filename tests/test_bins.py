@@ -23,7 +23,7 @@ import sys
 from operator import itemgetter
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from timely import hashing
@@ -482,6 +482,7 @@ def readable(messages: list) -> list:
     return [(w, runs_of(runs), list(recs)) for w, runs, recs in messages]
 
 
+@settings(max_examples=max(50, settings().max_examples // 2))    # its lists are long: half the profile's
 @given(st.one_of(record_lists, skewed, st.lists(st.tuples(keys, st.integers()), min_size=100, max_size=300)),
        st.sampled_from([0, 1, 4, 8, 16, 17]), st.integers(1, 4))
 def test_group_by_target_twins_agree_and_follow_the_table(compiled_bins, records, k, workers):

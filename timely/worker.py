@@ -16,7 +16,6 @@ from typing import Any, Callable, Optional
 from broker import health as broker_health
 
 from .checkpoint.context import DataflowCheckpoint
-from .communication.errors import ClusterError
 from .config import Config
 from .dataflow.activations import Activations
 from .dataflow.operators.input import close_left_open
@@ -24,8 +23,8 @@ from .dataflow.scope import Scope
 from .progress.broadcast import Progcaster
 from .progress.subgraph import subgraphs
 from .rescaling import leave
-from .rescaling.bootstrap import BootstrapServer, run_client, run_kafka_client
-from .rescaling.grants import announce, retract
+from .rescaling.bootstrap import run_client, run_kafka_client, serve_control, serve_joins
+from .rescaling.grants import retract
 from .rescaling.leave import LeaveRefused
 from .rescaling import recovery
 from .stall import StallDetector
@@ -70,26 +69,13 @@ class Worker:
         self.is_joiner: bool = config.join is not None
         #: a joiner's capabilities not yet adopted (timely.rescaling.grants)
         self.pending_capabilities: list = []
-        if self.is_joiner:
-            self.initial_peers = config.processes * config.workers
-            self.initial_workers = list(range(self.initial_peers))
-            round_, members = self._hub.membership.current_round()
-            if members is not None:         # the cluster rolled back after a crash: its workers now
-                self.initial_workers = list(members)
-                self.initial_peers = len(members)
-            named = self._hub.membership.members
-            if named is not None:
-                # the processes its bootstrap process named, and itself: never one that
-                # left or died (range(peers) would route to the holes they left)
-                wpp = config.workers
-                ours = {w for p in named | {self._hub.process} for w in range(p * wpp, p * wpp + wpp)}
-                self.routing_workers, self.broadcast_workers = sorted(ours), sorted(ours)
-        elif self._hub is not None and self._hub.membership.present is not None:
-            # the cluster started without a missing minority: its workers are those here
-            _, members = self._hub.membership.current_round()
-            self.initial_workers, self.routing_workers, self.broadcast_workers = \
-                list(members), list(members), list(members)
-            self.initial_peers = len(members)
+        if self._membership is not None:    # a joiner, or a cluster started without some
+            found = self._membership.starting_workers(self.is_joiner, config.processes * config.workers,
+                                                      allocator.peers)
+            if found is not None:
+                self.initial_workers, route = found
+                self.initial_peers = len(self.initial_workers)
+                self.routing_workers, self.broadcast_workers = list(route), list(route)
         self.activations = Activations()
         self.progcasters: dict[int, Any] = {}
         self._scope_of_channel: dict[int, Any] = {}
@@ -172,7 +158,8 @@ class Worker:
         return progcaster
 
     def scope_of_channel(self, channel: int) -> Any:
-        return self._scope_of_channel[channel]
+        """The scope whose progress channel ``channel`` is (None: no such channel)."""
+        return self._scope_of_channel.get(channel)
 
     # ---- dataflows ----------------------------------------------------------------------
     def dataflow(self, build: Callable[[Scope], Any], name: Optional[str] = None,
@@ -331,62 +318,6 @@ class Worker:
         for listener in self.rescale_listeners:
             listener()
 
-    def _serve_joins(self) -> None:
-        """On a bootstrap worker, at the end of the step that applied a join: grant and
-        announce the joiner's capabilities, then give it the progress state.
-
-        Not before: every progress batch that had arrived when the join was applied has
-        been received and propagated by now (its channel activated its scope). A nested
-        scope's records crossing its boundary are kept in the parent's state only once
-        the nested scope has propagated them, so a state taken between its receive and
-        its propagation would say "applied" of batches whose consumption it does not
-        hold. Root scopes also take what arrived during the step: a process that left
-        sent its last batches before its goodbye, and a joiner hears nothing more from
-        it, so the state must hold them (timely.verify found that gap)."""
-        for channel, progcaster in self.progcasters.items():
-            scope = self._scope_of_channel.get(channel)
-            if scope is not None and not progcaster.nested:
-                progcaster.recv(scope.final_pointstamp)
-                self.activations.activate(scope.path)
-        messages, self._to_serve = self._to_serve, []
-        for message in messages:
-            if message.process not in self._hub.connections:
-                continue        # dropped by a crash before it was served: it joins again later
-            joining = message.last - message.first + 1
-            granted = announce(self, joining)
-            self._granted[message.process] = (granted, joining)
-            try:
-                if self.config.progress_mode == "p2p":
-                    server = BootstrapServer(self, message.process, message.first, message.last, granted)
-                    self._servers[message.process] = server
-                    self.bootstrap_pauses.append(server.pause)
-                else:
-                    self.allocator.control_send(message.process, message.first, message.last,
-                                                ("bs-grants", self.index, granted))
-            except ClusterError:
-                if message.process in self._hub.connections:
-                    raise
-                # dropped by a crash while it was being served: the rollback that follows
-                # drops this dataflow and what was granted with it
-
-    def _serve_control(self) -> None:
-        for message in self._control.drain():
-            kind = message[0]
-            if kind == "bs-req":
-                _, requester, channel, source, start, end = message
-                server = self._servers.get(requester // self.allocator.hub.workers_per_process)
-                if server is not None:
-                    server.request(requester, channel, source, start, end)
-            elif kind == "stopped":
-                self.stopped_by.add(message[1])
-            elif kind == "bs-done":
-                process = message[1] // self.allocator.hub.workers_per_process
-                server = self._servers.get(process)
-                if server is not None and server.done(message[1]):
-                    del self._servers[process]
-        for server in self._servers.values():
-            server.poll()
-
     @property
     def routing_peers(self) -> int:
         """How many workers Exchange routes to."""
@@ -458,9 +389,10 @@ class Worker:
                     if self._check_progress:
                         self._accounting.check_completed(self, subgraph)
         if self._to_serve:
-            self._serve_joins()
+            messages, self._to_serve = self._to_serve, []
+            self._granted.update(serve_joins(self, messages))
         if self._control is not None and (self._servers or len(self._control)):
-            self._serve_control()
+            serve_control(self, self._control.drain())
         if self._membership is not None and (self._membership.leave_requested or self.leaving):
             leave.step(self)
             if self.left:

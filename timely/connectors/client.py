@@ -80,10 +80,11 @@ def topic_partitions(client: Any, brokers: Brokers, topics: Iterable[str],
     try:
         # a broker away at start-up is waited for, up to --broker-timeout: a supervisor's
         # restarts meet no crash loop
-        metadata = health.retrying(brokers_string(brokers), lambda: client.list_topics(timeout=timeout))
+        each = health.attempt(timeout)
+        metadata = health.retrying(brokers_string(brokers), lambda: client.list_topics(timeout=each))
     except KafkaException as exc:
         raise BrokerUnreachable(f"no Kafka broker answered at {brokers_string(brokers)} within "
-                                f"{timeout:g} s: {exc.args[0].str() if exc.args else exc}") from None
+                                f"{each:g} s: {exc.args[0].str() if exc.args else exc}") from None
     found = {}
     for topic in topics:
         meta = metadata.topics.get(topic)

@@ -31,7 +31,8 @@ from typing import Any, Optional
 
 from broker import fold
 
-from .grants import adopt
+from ..communication.errors import ClusterError
+from .grants import adopt, announce
 
 log = logging.getLogger("timely.rescaling")
 
@@ -258,3 +259,71 @@ def _await_grants(worker: Any) -> list:
             raise BootstrapError(f"worker {worker.index}: bootstrap worker {worker.config.join} "
                                  f"sent no capability grants in time")
         time.sleep(0.002)      # the worker's other events stay queued for its first step
+
+
+# ---- the bootstrap worker's side, at the end of its step --------------------------------------
+def serve_joins(worker: Any, messages: list) -> dict[int, tuple]:
+    """On a bootstrap worker, at the end of the step that applied the joins ``messages``:
+    grant and announce each joiner's capabilities, then give it the progress state (a
+    ``BootstrapServer`` in peer-to-peer mode; the grants alone in Kafka mode, whose
+    joiners read the logs). Returns ``{process: (granted, workers joining)}``.
+
+    Not before the step's end: every progress batch that had arrived when the join was
+    applied has been received and propagated by now (its channel activated its scope).
+    A nested scope's records crossing its boundary are kept in the parent's state only
+    once the nested scope has propagated them, so a state taken between its receive and
+    its propagation would say "applied" of batches whose consumption it does not hold.
+    Root scopes also take what arrived during the step: a process that left sent its
+    last batches before its goodbye, and a joiner hears nothing more from it, so the
+    state must hold them (timely.verify found that gap)."""
+    for channel, progcaster in worker.progcasters.items():
+        scope = worker.scope_of_channel(channel)
+        if scope is not None and not progcaster.nested:
+            progcaster.recv(scope.final_pointstamp)
+            worker.activations.activate(scope.path)
+    hub = worker.allocator.hub
+    granted_to: dict[int, tuple] = {}
+    for message in messages:
+        if message.process not in hub.connections:
+            continue        # dropped by a crash before it was served: it joins again later
+        joining = message.last - message.first + 1
+        granted = announce(worker, joining)
+        granted_to[message.process] = (granted, joining)
+        try:
+            if worker.config.progress_mode == "p2p":
+                server = BootstrapServer(worker, message.process, message.first, message.last, granted)
+                worker.bootstrap_servers[message.process] = server
+                worker.bootstrap_pauses.append(server.pause)
+            else:
+                worker.allocator.control_send(message.process, message.first, message.last,
+                                              ("bs-grants", worker.index, granted))
+        except ClusterError:
+            if message.process in hub.connections:
+                raise
+            # dropped by a crash while it was being served: the rollback that follows
+            # drops this dataflow and what was granted with it
+    return granted_to
+
+
+def serve_control(worker: Any, messages: list) -> None:
+    """A worker's control messages of the bootstrap and leave protocols: a joiner's
+    range requests and its end, another worker's "stopped routing here"; then every
+    bootstrap server answers what it can."""
+    servers = worker.bootstrap_servers
+    wpp = worker.allocator.hub.workers_per_process
+    for message in messages:
+        kind = message[0]
+        if kind == "bs-req":
+            _, requester, channel, source, start, end = message
+            server = servers.get(requester // wpp)
+            if server is not None:
+                server.request(requester, channel, source, start, end)
+        elif kind == "stopped":
+            worker.stopped_by.add(message[1])
+        elif kind == "bs-done":
+            process = message[1] // wpp
+            server = servers.get(process)
+            if server is not None and server.done(message[1]):
+                del servers[process]
+    for server in servers.values():
+        server.poll()

@@ -233,6 +233,26 @@ class Membership(Rollbacks):
                 self._agreement.wait(min(left, 0.1))
             return self.agreed[key]
 
+    def starting_workers(self, joiner: bool, hostfile: int, peers: int) -> Optional[tuple[list, list]]:
+        """The workers this process's workers start with, if not every worker of the
+        hostfile (``hostfile`` of them): ``(the workers the dataflows are built over,
+        the workers they route and broadcast to)``. A joiner builds over the workers of
+        the cluster's last rollback (if any) and routes to the processes its bootstrap
+        process named, and itself (never to one that left or died); a cluster that
+        started without some builds over, and routes to, the workers there."""
+        hub = self.hub
+        wpp = hub.workers_per_process
+        _, workers = self.current_round()
+        if joiner:
+            initial = list(range(hostfile)) if workers is None else list(workers)
+            if self.members is None:
+                return initial, list(range(peers))
+            named = self.members | {hub.process}
+            return initial, sorted(w for p in named for w in range(p * wpp, p * wpp + wpp))
+        if self.present is not None:
+            return list(workers), list(workers)
+        return None
+
     def start_without(self, here: list[int]) -> None:
         """(While starting.) The processes ``here`` start the cluster without the missing
         ones: its first life's workers are theirs (as after a rollback), and a connection
