@@ -47,22 +47,20 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Mapping, Optional
 
-#: the bytes a step reads at most when not given: half the bound, within these
+#: the bytes a step reads at most when not given: an eighth of the bound, within these
 MIN_STEP = 64 << 10
 MAX_STEP = 8 << 20
 
 
 def default_step(limit: int) -> int:
-    """One step's read for a bound of ``limit`` bytes: half of it, the bound's slack
-    before partitions pause. Every step costs the dataflow a round of scheduling and
-    progress whatever it read, so small reads cost throughput: with an 8 MiB bound,
-    steps of an eighth of it ran at 0.85x an unbounded source, steps of half of it
-    within the machine's noise of it (benchmarks/backlog.py).
+    """One step's read for a bound of ``limit`` bytes: small enough that a step seldom
+    takes a source past the bound's slack (and into pausing partitions), large enough
+    that a step's fixed costs stay small against its records.
 
     >>> default_step(16 << 20), default_step(1 << 20), default_step(1 << 30)
-    (8388608, 524288, 8388608)
+    (2097152, 131072, 8388608)
     """
-    return max(MIN_STEP, min(MAX_STEP, limit // 2))
+    return max(MIN_STEP, min(MAX_STEP, limit // 8))
 
 
 def client_settings(limit: int) -> dict[str, Any]:
