@@ -323,20 +323,32 @@ def attempt(timeout: float) -> float:
     return min(timeout, max(0.5, _timeout)) if _configured else timeout
 
 
-_calls: Optional[Any] = None          # the threads of ``bounded``, made on first use
+def _on_a_daemon_thread(call: Callable[[], Any]) -> Any:
+    """``call()`` started on a daemon thread of its own; returns its ``Future``. Not a
+    pool's thread: those are joined when the interpreter exits, so a call stuck on a
+    broker that never came back kept the process from exiting after its error."""
+    from concurrent.futures import Future
+    future: Future = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(call())
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            future.set_exception(exc)
+    threading.Thread(target=run, daemon=True, name="broker-call").start()
+    return future
 
 
 def bounded(bootstrap: str, call: Callable[[], Any], what: str) -> Any:
     """``call()`` (a blocking client call with no timeout of its own, e.g. a synchronous
-    commit) on a thread of its own, waited for while the broker of ``bootstrap`` answers
-    (a line every ``REMIND`` seconds says what waits) or has been away for less than the
-    broker timeout; then ``failure()``'s error is raised. Its own errors are raised."""
-    global _calls
-    from concurrent.futures import ThreadPoolExecutor, TimeoutError as Pending
-    with _lock:
-        if _calls is None:
-            _calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-call")
-    future = _calls.submit(call)
+    commit) on a daemon thread of its own, waited for while the broker of ``bootstrap``
+    answers (a line every ``REMIND`` seconds says what waits) or has been away for less
+    than the broker timeout; then ``failure()``'s error is raised. Its own errors are
+    raised."""
+    from concurrent.futures import TimeoutError as Pending
+    future = _on_a_daemon_thread(call)
     h, started, said = health(bootstrap), time.monotonic(), time.monotonic()
     probed = False
     while True:

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from clusters import wait_for_line, wait_until  # noqa: E402
 from test_kafka_connectors import Writer  # noqa: E402
-from test_recovery import DATAFLOW, PARTITIONS, clicks, differences, expected, read_results  # noqa: E402
+from test_recovery import DATAFLOW, PARTITIONS, clicks, differences, expected, finish, read_results  # noqa: E402
 from broker.proxy import TcpProxy  # noqa: E402
 from broker.tansu import TansuBroker, free_port  # noqa: E402
 from timely.connectors.client import create_topics  # noqa: E402
@@ -154,7 +154,7 @@ def test_a_broker_gone_past_the_broker_timeout_stops_the_process_and_a_restart_r
         c.start(1)
         _wait_for_epoch(proxied, names, 1, c)
         proxied.cut()
-        code = c.processes[0].wait(90)
+        code = finish(c.processes[0], c, 90)
         out = c.processes[0].output()
         assert code not in (0, None), out
         assert "BrokerUnreachable" in out and proxied.address in out and "--broker-timeout 3" in out, out
