@@ -27,6 +27,7 @@ from .rescaling.bootstrap import run_client, run_kafka_client, serve_control, se
 from .rescaling.grants import retract
 from .rescaling.leave import LeaveRefused
 from .rescaling import recovery
+from .rescaling.rollback import workers_of
 from .stall import StallDetector
 
 
@@ -293,9 +294,8 @@ class Worker:
             hub = self._hub
             if message.process == hub.process:
                 self.leaving = True
-                wpp = hub.workers_per_process
-                self.stop_needed = {w for p in list(hub.connections) if p != hub.process
-                                    for w in range(p * wpp, p * wpp + wpp)}
+                self.stop_needed = set(workers_of([p for p in list(hub.connections) if p != hub.process],
+                                                  hub.workers_per_process))
                 self._membership.leave_applied_locally()
         elif message.kind == "quiesce":
             gone = range(message.first, message.last + 1)

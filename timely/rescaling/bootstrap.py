@@ -33,6 +33,7 @@ from broker import fold
 
 from ..communication.errors import ClusterError
 from .grants import adopt, announce
+from .rollback import workers_of
 
 log = logging.getLogger("timely.rescaling")
 
@@ -111,8 +112,8 @@ def run_client(worker: Any) -> float:
         progcaster.hold = []
     # every member's workers (a process that came back after a crash may have members of
     # any index)
-    existing = [g for p in sorted(hub.connections) if p != worker.config.process for g in
-                range(p * hub.workers_per_process, (p + 1) * hub.workers_per_process)]
+    existing = workers_of([p for p in sorted(hub.connections) if p != worker.config.process],
+                          hub.workers_per_process)
     state = None
     granted: list = []
     ranges: dict[tuple, list] = {}

@@ -54,7 +54,7 @@ from ..communication.codec import CONTROL
 from ..communication.errors import ClusterError, Terminated
 from .hub_interface import MemberConnection, MembershipHub
 from .messages import RescaleMessage
-from .rollback import Rollbacks
+from .rollback import Rollbacks, workers_of
 
 log = logging.getLogger("timely.cluster")
 
@@ -241,14 +241,12 @@ class Membership(Rollbacks):
         process named, and itself (never to one that left or died); a cluster that
         started without some builds over, and routes to, the workers there."""
         hub = self.hub
-        wpp = hub.workers_per_process
         _, workers = self.current_round()
         if joiner:
             initial = list(range(hostfile)) if workers is None else list(workers)
             if self.members is None:
                 return initial, list(range(peers))
-            named = self.members | {hub.process}
-            return initial, sorted(w for p in named for w in range(p * wpp, p * wpp + wpp))
+            return initial, workers_of(sorted(self.members | {hub.process}), hub.workers_per_process)
         if self.present is not None:
             return list(workers), list(workers)
         return None
@@ -258,10 +256,9 @@ class Membership(Rollbacks):
         ones: its first life's workers are theirs (as after a rollback), and a connection
         from anyone else is dropped (it joins once the cluster runs)."""
         hub = self.hub
-        wpp = hub.workers_per_process
         with self._agreement:
             self.present = set(here)
-            self.agreed["round"] = (self.round, [w for p in sorted(here) for w in range(p * wpp, p * wpp + wpp)])
+            self.agreed["round"] = (self.round, workers_of(sorted(here), hub.workers_per_process))
             outsiders = [c for p, c in hub.connections.items() if p not in self.present]
             for conn in outsiders:
                 hub.forget(conn)

@@ -28,7 +28,7 @@ Costs: O(processes) messages per rollback, plus the coordinator's read of the st
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Iterable, Optional
 
 from ..communication.codec import CONTROL
 from ..communication.errors import ClusterError
@@ -47,6 +47,15 @@ def quorum(alive: set, life: set) -> bool:
     (True, False, True, False)
     """
     return 2 * len(alive) > len(life) or (2 * len(alive) == len(life) and min(life) in alive)
+
+
+def workers_of(processes: Iterable[int], per_process: int) -> list[int]:
+    """The workers of ``processes``, in their order, ``per_process`` each.
+
+    >>> workers_of([1, 2], 2)
+    [2, 3, 4, 5]
+    """
+    return [w for p in processes for w in range(p * per_process, (p + 1) * per_process)]
 
 
 class Rollbacks:
@@ -191,8 +200,7 @@ class Rollbacks:
         with self._lock:
             round_ = self.round + 1
             live = self.live()
-        wpp = hub.workers_per_process
-        workers = [w for p in live for w in range(p * wpp, p * wpp + wpp)]
+        workers = workers_of(live, hub.workers_per_process)
         decisions = hub.checkpoints.redecide(workers)
         payload = (round_, list(dead), workers, decisions)
         log.info("process %d: rollback %d: processes %s go on, from %s", hub.process, round_, live,

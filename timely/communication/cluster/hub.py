@@ -156,7 +156,6 @@ class ClusterHub(ProcessHub):
         retry = 0.0
         pause = 0.05
         asked = time.monotonic() + 1.0
-        present = self.membership.present
 
         def missing() -> list[int]:
             # A peer with nothing to do may finish before our last peer connects: its
@@ -185,14 +184,15 @@ class ClusterHub(ProcessHub):
                         return self.connect_all_as_joiner(wait)
                 retry = time.monotonic() + pause
                 pause = min(0.5, pause * 1.25)
-            if not missing():
+            absent = missing()
+            if not absent:
                 return
-            self._start_without(missing())
-            wait.tick(lambda: f"{describe(self.config, missing())} to "
-                              f"{'answer' if set(missing()) & set(lower) else 'connect'}")
+            self._start_without(absent)
+            wait.tick(lambda: f"{describe(self.config, absent)} to "
+                              f"{'answer' if set(absent) & set(lower) else 'connect'}")
             if time.monotonic() > asked:
                 asked = time.monotonic() + 1.0
-                for process in missing():
+                for process in absent:
                     if process > self.process and self._ask(process):
                         return self.connect_all_as_joiner(wait)
             time.sleep(0.01)
@@ -214,8 +214,8 @@ class ClusterHub(ProcessHub):
     def _start_without(self, missing: list[int]) -> None:
         """(While starting.) If this process is the lowest of those here, they are a
         majority of the cluster (``quorum``), and nobody has arrived for
-        ``start_without_after`` seconds,
-        decide that they start without ``missing``, and tell them."""
+        ``start_without_after`` seconds, decide that they start without ``missing``, and
+        tell them."""
         with self._lock:
             here = {self.process} | {p for p, c in self.connections.items() if not c.joining}
         now = time.monotonic()

@@ -22,7 +22,7 @@ client when the bound says: O(partitions) per step.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from broker import health
 
@@ -46,6 +46,12 @@ def _starting(starting_offsets: Any, topic: str, partition: int) -> int:
         return OFFSET_BEGINNING if found is None else int(found)
     raise ValueError(f"starting_offsets must be 'earliest', 'latest' or "
                      f"{{topic: {{partition: offset}}}}, got {starting_offsets!r}")
+
+
+def _partitions(tps: Iterable[tuple[str, int]]) -> list:
+    """``(topic, partition)`` pairs as the client's ``TopicPartition``s."""
+    from confluent_kafka import TopicPartition
+    return [TopicPartition(*tp) for tp in tps]
 
 
 class KafkaSourceState:
@@ -111,7 +117,7 @@ class KafkaSourceState:
         from confluent_kafka import TopicPartition
         if self.flow is not None:       # everything is read again from here
             if self.flow.paused:
-                self.consumer.resume([TopicPartition(*tp) for tp in self.flow.paused])
+                self.consumer.resume(_partitions(self.flow.paused))
             self.flow.reset()
         self.resumed.clear()            # in place: the reading step holds these dicts
         self.resumed.update((tp, o) for tp, o in resume.items() if o > 0 and tp in self.parts)
@@ -147,12 +153,11 @@ class KafkaSourceState:
         """How many records this step reads under the read-ahead bound (0: hold), given
         each partition's next unfinished epoch and the dataflow's completion frontier;
         pauses and resumes partitions in the client as ``ReadAhead.plan`` says."""
-        from confluent_kafka import TopicPartition
         pause, resume, n = self.flow.plan(next_epochs, frontier, batch_size)
         if resume:
-            self.consumer.resume([TopicPartition(*tp) for tp in resume])
+            self.consumer.resume(_partitions(resume))
         if pause:
-            self.consumer.pause([TopicPartition(*tp) for tp in pause])
+            self.consumer.pause(_partitions(pause))
         return n
 
     def _read_ends(self) -> None:
