@@ -167,17 +167,19 @@ class PeakRSS:
 
 
 def run_dataflow(brokers: str, topic: str, epochs: int, clicks: int, read_ahead: int, processes: int,
-                 pace: float = 0.0, write: Optional[range] = None, timeout: float = 600) -> dict:
+                 pace: float = 0.0, write: Optional[range] = None, timeout: float = 600,
+                 env: Optional[dict] = None) -> dict:
     """The pipeline's dataflow on ``topic`` (``epochs`` of them; with ``write``, those are
-    written every ``pace`` s once the processes started); returns its peak RSS, seconds,
-    events/s, per-epoch latencies (paced) and whether its results were exact."""
+    written every ``pace`` s once the processes started; ``env``: more environment for
+    its processes); returns its peak RSS, seconds, events/s, per-epoch latencies (paced)
+    and whether its results were exact."""
     run = uuid.uuid4().hex[:8]
     results = f"backlog-results-{run}"
     create_topics(brokers, {results: PARTITIONS})
     extra = ["--brokers", brokers, "--clicks", topic, "--results", results, "--epochs", str(epochs),
              "--group", f"backlog-{run}", "--source-read-ahead", str(read_ahead), "--timeout", "30"]
     watcher = EpochWatcher(brokers, results, PARTITIONS)
-    with LocalCluster([DATAFLOW], slots=processes, extra=extra) as cluster:
+    with LocalCluster([DATAFLOW], slots=processes, extra=extra, env=env) as cluster:
         started = time.time()
         cluster.start(processes)
         rss = PeakRSS([p.pid for p in cluster.processes])
@@ -213,11 +215,12 @@ def plot(path: str, summary: dict) -> None:
     """Peak RSS and throughput against the backlog, bounded and unbounded (from a
     report's ``summary``)."""
     base, clicks = summary["base_epochs"], summary["clicks_per_epoch"]
-    xs = [base * s for s in SIZES]
+    sizes = summary.get("sizes", SIZES)
+    xs = [base * s for s in sizes]
     with figure(path, 1, 2, figsize=(10, 4)) as (left, right):
         for m in ("bounded", "unbounded"):
-            left.plot(xs, [summary["peak_rss_mib"][f"{s}x"][m] for s in SIZES], marker="o", label=m)
-            right.plot(xs, [summary["events_per_s"][f"{s}x"][m] / 1000 for s in SIZES], marker="o", label=m)
+            left.plot(xs, [summary["peak_rss_mib"][f"{s}x"][m] for s in sizes], marker="o", label=m)
+            right.plot(xs, [summary["events_per_s"][f"{s}x"][m] / 1000 for s in sizes], marker="o", label=m)
         for ax, ylabel, title in ((left, "peak RSS (MiB)", "peak RSS of the dataflow"),
                                   (right, "thousand events/s", "throughput, start to last results")):
             style(ax, xlabel=f"epochs waiting in Kafka ({clicks:,} clicks each)", ylabel=ylabel, title=title,
@@ -240,20 +243,30 @@ def main() -> None:
         parser.add_argument("--processes", type=int, default=1)
         parser.add_argument("--reps", type=int, default=None, help="runs of each size and mode (3; --quick 1)")
         parser.add_argument("--pace", type=float, default=0.25, help="seconds between epochs of the paced run")
+        parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                            help="the backlogs, in multiples of the base (default 1,4,16; --sizes 16 for one)")
+        parser.add_argument("--malloc", choices=("pymalloc", "malloc"), default="pymalloc",
+                            help="the dataflow's small-object allocator (PYTHONMALLOC): malloc shows how much "
+                                 "of the unbounded read's lead is pymalloc's fresh heap")
     args = parse_args("backlog", __doc__.splitlines()[0], extra)
     base, clicks = (3, 10_000) if args.quick else (12, 30_000)
+    try:
+        sizes = tuple(sorted({int(x) for x in args.sizes.split(",")}))
+    except ValueError:
+        raise SystemExit(f"--sizes: give multiples of the base backlog such as 1,4,16, got {args.sizes!r}")
+    env = {"PYTHONMALLOC": "malloc"} if args.malloc == "malloc" else None
     reps = args.reps or (1 if args.quick else 3)
     if args.read_ahead is not None:
         bound = parse_bytes(args.read_ahead, "--read-ahead")
     else:       # --quick's backlog is smaller than the default bound: one in proportion
         bound = 512 << 10 if args.quick else Config().source_read_ahead
     modes = {"bounded": bound, "unbounded": 0}
-    runs: dict = {size: {m: [] for m in modes} for size in SIZES}
+    runs: dict = {size: {m: [] for m in modes} for size in sizes}
     problems: list[str] = []
     with TansuBroker() as broker:
         brokers = broker.bootstrap
         topics = {}
-        for size in SIZES:
+        for size in sizes:
             topics[size] = f"backlog-clicks-{size}x-{uuid.uuid4().hex[:6]}"
             create_topics(brokers, {topics[size]: PARTITIONS})
             t = time.monotonic()
@@ -261,10 +274,10 @@ def main() -> None:
             print(f"{topics[size]}: {base * size} epochs of {clicks:,} clicks written in "
                   f"{time.monotonic() - t:.1f} s", flush=True)
         for rep in range(reps):
-            for size in SIZES:
+            for size in sizes:
                 order = list(modes) if (rep + size) % 2 == 0 else list(modes)[::-1]
                 for mode in order:
-                    r = run_dataflow(brokers, topics[size], base * size, clicks, modes[mode], args.processes)
+                    r = run_dataflow(brokers, topics[size], base * size, clicks, modes[mode], args.processes, env=env)
                     runs[size][mode].append(r)
                     if r["problem"]:
                         problems.append(f"{size}x {mode}: results not exact: {r['problem']}")
@@ -278,7 +291,7 @@ def main() -> None:
                 topic = f"backlog-paced-{uuid.uuid4().hex[:6]}"
                 create_topics(brokers, {topic: PARTITIONS})
                 r = run_dataflow(brokers, topic, paced_epochs, clicks, modes[mode], args.processes,
-                                 pace=args.pace, write=range(paced_epochs))
+                                 pace=args.pace, write=range(paced_epochs), env=env)
                 if r["problem"]:
                     problems.append(f"paced {mode}: results not exact: {r['problem']}")
                 paced[mode].extend(r["latency_ms"][e] for e in sorted(r["latency_ms"]) if e >= 2)
@@ -288,35 +301,36 @@ def main() -> None:
                           "peak_rss_mib_sum": median(runs[size][m], "peak_rss_mib_sum"),
                           "events_per_s": median(runs[size][m], "events_per_s"),
                           "cpu_s_per_million_events": median(runs[size][m], "cpu_s_per_million_events")}
-                      for m in modes} for size in SIZES}
+                      for m in modes} for size in sizes}
     latency = {m: percentiles(paced[m]) for m in modes}
     print(table([[f"{s}x ({base * s} epochs)", *(f"{figures[s][m]['peak_rss_mib']:.0f}" for m in modes),
                   *(f"{figures[s][m]['events_per_s']:,.0f}" for m in modes),
                   f"{figures[s]['bounded']['events_per_s'] / figures[s]['unbounded']['events_per_s']:.2f}",
                   *(f"{figures[s][m]['cpu_s_per_million_events']:.2f}" for m in modes)]
-                 for s in SIZES],
+                 for s in sizes],
                 ["backlog", "peak RSS MiB bounded", "unbounded", "events/s bounded", "unbounded", "throughput b/u",
                  "CPU s/M events bounded", "unbounded"]))
     print(table([[m, f"{latency[m]['p50']:.0f}", f"{latency[m]['p99']:.0f}", f"{latency[m]['max']:.0f}"] for m in modes],
                 ["paced run", "epoch latency p50 ms", "p99 ms", "max ms"]))
     summary = {
-        "read_ahead_bytes": bound, "processes": args.processes, "base_epochs": base, "clicks_per_epoch": clicks,
-        "peak_rss_mib": {f"{s}x": {m: figures[s][m]["peak_rss_mib"] for m in modes} for s in SIZES},
-        "events_per_s": {f"{s}x": {m: figures[s][m]["events_per_s"] for m in modes} for s in SIZES},
-        "rss_4x_over_1x": {m: figures[4][m]["peak_rss_mib"] / figures[1][m]["peak_rss_mib"] for m in modes},
-        "rss_16x_over_1x": {m: figures[16][m]["peak_rss_mib"] / figures[1][m]["peak_rss_mib"] for m in modes},
+        "read_ahead_bytes": bound, "sizes": sizes, "malloc": args.malloc, "processes": args.processes,
+        "base_epochs": base, "clicks_per_epoch": clicks,
+        "peak_rss_mib": {f"{s}x": {m: figures[s][m]["peak_rss_mib"] for m in modes} for s in sizes},
+        "events_per_s": {f"{s}x": {m: figures[s][m]["events_per_s"] for m in modes} for s in sizes},
+        **{f"rss_{s}x_over_1x": {m: figures[s][m]["peak_rss_mib"] / figures[1][m]["peak_rss_mib"] for m in modes}
+           for s in sizes if s != 1 and 1 in sizes},
         "throughput_bounded_over_unbounded": {f"{s}x": figures[s]["bounded"]["events_per_s"]
-                                              / figures[s]["unbounded"]["events_per_s"] for s in SIZES},
+                                              / figures[s]["unbounded"]["events_per_s"] for s in sizes},
         "cpu_s_per_million_events": {f"{s}x": {m: figures[s][m]["cpu_s_per_million_events"] for m in modes}
-                                     for s in SIZES},
+                                     for s in sizes},
         "cpu_bounded_over_unbounded": {f"{s}x": figures[s]["bounded"]["cpu_s_per_million_events"]
-                                       / figures[s]["unbounded"]["cpu_s_per_million_events"] for s in SIZES},
+                                       / figures[s]["unbounded"]["cpu_s_per_million_events"] for s in sizes},
         "paced_latency_ms": {m: {"p50": latency[m]["p50"], "p99": latency[m]["p99"]} for m in modes},
         "paced_latency_p50_bounded_over_unbounded": latency["bounded"]["p50"] / latency["unbounded"]["p50"],
     }
-    if summary["rss_4x_over_1x"]["bounded"] > 1.25:
+    if "rss_4x_over_1x" in summary and summary["rss_4x_over_1x"]["bounded"] > 1.25:
         problems.append(f"bounded peak RSS 4x/1x {summary['rss_4x_over_1x']['bounded']:.2f} > 1.25")
-    write_report(args.json, "backlog", summary, {"runs": {f"{s}x": runs[s] for s in SIZES}, "paced_ms": paced})
+    write_report(args.json, "backlog", summary, {"runs": {f"{s}x": runs[s] for s in sizes}, "paced_ms": paced})
     plot(os.path.splitext(args.json)[0] + ".png", summary)
     conclude(problems, round(time.monotonic() - started, 1))
 
