@@ -35,7 +35,7 @@ build: $(STAMP)
 	$(PY) -m compileall -q timely
 
 test: build $(CHROMIUM)
-	$(PY) -c "import timely.progress as p, timely.hashing as h, timely.megaphone.bins as b, timely.dataflow.exchange as x, timely.communication.codec as c, timely.checkpoint.tracked as t, timely.windows.open as w; assert p.implementation() == h.IMPLEMENTATION == b.IMPLEMENTATION == x.IMPLEMENTATION == c.IMPLEMENTATION == t.IMPLEMENTATION == w.IMPLEMENTATION == 'cython', 'Cython twins did not build'"
+	$(PY) -c "import timely.progress as p, timely.hashing as h, timely.megaphone.bins as b, timely.dataflow.exchange as x, timely.communication.codec as c, timely.checkpoint.tracked as t, timely.windows.open as w, timely.connectors.kafka.shared_values as v; assert p.implementation() == h.IMPLEMENTATION == b.IMPLEMENTATION == x.IMPLEMENTATION == c.IMPLEMENTATION == t.IMPLEMENTATION == w.IMPLEMENTATION == v.IMPLEMENTATION == 'cython', 'Cython twins did not build'"
 	$(PY) -m pytest
 
 bench: build

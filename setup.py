@@ -5,7 +5,8 @@
 ``timely.megaphone._cbins`` and the ``Exchange`` partition ``timely.dataflow._cexchange``
 (the last three share the stable hash of ``pyx/_stable_hash.pxd``), the cluster's
 wire codec ``timely.communication._ccodec``, checkpoints' ``timely.checkpoint._ctracked``
-and the fixed windows' fold ``timely.windows._cwindows``.
+the fixed windows' fold ``timely.windows._cwindows`` and the Kafka source's shared
+field values ``timely.connectors.kafka._cshared_values``.
 
 When Cython or a C compiler is missing the package still installs (or set
 ``TIMELY_NO_CYTHON=1`` to skip the build): each module then uses its pure-Python twin
@@ -23,7 +24,8 @@ EXTENSIONS += [("timely._chash", "pyx/_chash.pyx"),
                ("timely.dataflow._cexchange", "pyx/_cexchange.pyx"),
                ("timely.communication._ccodec", "pyx/_ccodec.pyx"),
                ("timely.checkpoint._ctracked", "pyx/_ctracked.pyx"),
-               ("timely.windows._cwindows", "pyx/_cwindows.pyx")]
+               ("timely.windows._cwindows", "pyx/_cwindows.pyx"),
+               ("timely.connectors.kafka._cshared_values", "pyx/_cshared_values.pyx")]
 
 ext_modules = []
 if os.environ.get("TIMELY_NO_CYTHON") != "1":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 import sqlite3
 import threading
-import time
 import uuid
 
 import pytest

@@ -11,7 +11,8 @@ import pytest
 
 MODULES = ["timely.progress._cchange_batch", "timely.progress._cantichain", "timely.progress._creachability",
            "timely._chash", "timely.megaphone._cbins", "timely.dataflow._cexchange", "timely.communication._ccodec",
-           "timely.checkpoint._ctracked", "timely.windows._cwindows"]
+           "timely.checkpoint._ctracked", "timely.windows._cwindows",
+           "timely.connectors.kafka._cshared_values"]
 
 
 @pytest.mark.parametrize("name", MODULES)
