@@ -710,17 +710,42 @@ def test_fields_that_name_no_fields_are_refused(tansu, fields, match):
         timely.execute(1, build)
 
 
+def test_a_zombie_writers_late_copy_of_complete_epochs_is_dropped(tansu):
+    """A writer replaced while paused sends, once resumed, records and a marker of an
+    epoch its partition completed long ago: the source drops them, and every epoch is
+    read once (an error would make the topic unreadable to every reader, for good)."""
+    B = tansu.bootstrap
+    inp = name("in")
+    create_topics(B, {inp: 1})
+    writer = Writer(B, inp)
+    epochs = {e: epoch_events(e, 1, 5) for e in range(4)}
+    for e in (0, 1, 2):
+        writer.epoch(e, epochs[e])
+    writer.epoch(1, epochs[1])          # the zombie's
+    writer.epoch(3, epochs[3])
+
+    def build(worker):
+        captured = worker.dataflow(lambda scope: scope.kafka_source(B, inp, end_epoch=4).capture())
+        run_to_end(worker)
+        return captured.by_time()
+
+    [by_time] = timely.execute(1, build)
+    assert {t: sorted(r["i"] for r in records) for t, records in by_time.items()} == \
+        {e: sorted(v["i"] for v in epochs[e][0]) for e in range(4)}
+
+
 def test_a_marker_going_back_in_time_is_an_epoch_order_error(tansu):
     B = tansu.bootstrap
     inp = name("in")
     create_topics(B, {inp: 1})
     writer = Writer(B, inp)
     writer.epoch(2, {0: [event(2, 0, i) for i in range(3)]})
-    back = writer.marker(1, 0)
-    writer.marker(3, 0)             # ends the run (end_epoch=4) should the error be missed
+    writer.records(5, {0: [event(5, 0, 0)]})
+    back = writer.marker(4, 0)      # epoch 5 was begun: 4 cannot complete any more
+    writer.marker(5, 0)             # ends the run (end_epoch=6) should the error be missed
 
     def build(worker):
-        worker.dataflow(lambda scope: scope.kafka_source(B, inp, end_epoch=4).probe())
+        worker.dataflow(lambda scope: scope.kafka_source(B, inp, end_epoch=6).probe())
         run_to_end(worker)
 
     with pytest.raises(EpochOrderError, match="goes back") as info:

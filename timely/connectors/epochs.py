@@ -11,8 +11,11 @@ complete when its marker has been read, and only then are its records handed on.
 offset range makes replays harmless: records of an epoch that a crashed writer left
 half-written (no marker), or that a retried writer wrote again, fall outside the range
 of the marker that completes the epoch and are dropped (and counted). A record or marker
-of an epoch already complete in its partition is a replay and is dropped; one of an
-epoch *before* that is the contract broken, and an ``EpochOrderError``.
+of an epoch already complete in its partition (the last one or any before it) is a late
+copy and is dropped (and counted): a retried writer's, or a zombie's, a writer that was
+replaced while paused and, resumed, sent what its client still held. An error there would
+make the partition unreadable for good, to every reader. A record or marker of an epoch
+before one still pending is the contract broken, and an ``EpochOrderError``.
 
 Optional header ``rows: N``: the value is an array of N events, not one event (a writer
 may pack events to go past the per-record cost of Kafka clients; see FACTS.md).
@@ -165,10 +168,7 @@ class PartitionEpochs:
         completed = self.completed
         if marker is None:
             if completed is not None and epoch <= completed:
-                if epoch < completed:
-                    self._fail(offset, f"record of epoch {epoch} after epoch {completed} was complete",
-                               EpochOrderError)
-                self.duplicates += 1        # a replay of the epoch just completed
+                self.duplicates += 1        # a late copy of a complete epoch (see the module)
                 return []
             if self.last_epoch is not None and epoch < self.last_epoch:
                 self._fail(offset, f"record of epoch {epoch} after a record of epoch {self.last_epoch}",
@@ -188,9 +188,6 @@ class PartitionEpochs:
         if marker != EPOCH_END:
             self._fail(offset, f"unknown marker {marker!r} (expected {EPOCH_END!r})")
         if completed is not None and epoch <= completed:
-            if epoch < completed:
-                self._fail(offset, f"marker of epoch {epoch} after epoch {completed} was complete: "
-                                   "the marker goes back in time", EpochOrderError)
             self.duplicates += 1
             return []
         if self.last_epoch is not None and epoch < self.last_epoch:
