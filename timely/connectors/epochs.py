@@ -106,7 +106,7 @@ class PartitionEpochs:
     epochs not yet complete, and where a consumer group may commit."""
 
     __slots__ = ("topic", "partition", "completed", "pending", "last_epoch", "commit_points",
-                 "duplicates", "orphans", "position", "resume", "given", "held", "withdrawn")
+                 "duplicates", "late", "orphans", "position", "resume", "given", "held", "withdrawn")
 
     def __init__(self, topic: str, partition: int, completed: Optional[int] = None) -> None:
         self.topic = topic
@@ -119,6 +119,8 @@ class PartitionEpochs:
         #: (epoch, offset after its marker), oldest first, not yet handed to ``commit_upto``
         self.commit_points: list[tuple[int, int]] = []
         self.duplicates = 0
+        #: of those, copies of an epoch before the last complete one (a zombie writer's)
+        self.late = 0
         self.orphans = 0
         self.position: Optional[int] = None
         #: the offset just past the marker of ``completed``: where another reader of this
@@ -147,6 +149,12 @@ class PartitionEpochs:
             self._fail(offset, f"header 'epoch' must be a decimal epoch, got {raw!r}")
         return int(raw)
 
+    def _late_copy(self, epoch: int, completed: int) -> None:
+        """A record or marker of a complete epoch: dropped, counted (see the module)."""
+        self.duplicates += 1
+        if epoch < completed:
+            self.late += 1
+
     def record(self, offset: int, headers: Headers, value: Optional[bytes]) -> list[tuple[int, list]]:
         """Take the record at ``offset``; returns the epochs it completed, each as
         ``(epoch, [(offset, value, rows), ...])`` in offset order."""
@@ -168,7 +176,7 @@ class PartitionEpochs:
         completed = self.completed
         if marker is None:
             if completed is not None and epoch <= completed:
-                self.duplicates += 1        # a late copy of a complete epoch (see the module)
+                self._late_copy(epoch, completed)
                 return []
             if self.last_epoch is not None and epoch < self.last_epoch:
                 self._fail(offset, f"record of epoch {epoch} after a record of epoch {self.last_epoch}",
@@ -188,7 +196,7 @@ class PartitionEpochs:
         if marker != EPOCH_END:
             self._fail(offset, f"unknown marker {marker!r} (expected {EPOCH_END!r})")
         if completed is not None and epoch <= completed:
-            self.duplicates += 1
+            self._late_copy(epoch, completed)
             return []
         if self.last_epoch is not None and epoch < self.last_epoch:
             # records of a later epoch were read: bound() already promised this epoch away

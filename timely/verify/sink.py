@@ -37,7 +37,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..connectors.epochs import EPOCH, JSON, PartitionEpochs
+from ..connectors.epochs import JSON, PartitionEpochs
 from ..connectors.kafka.sink import KafkaSinkState
 
 __all__ = ["SINK_MUTANTS", "SinkResult", "run_sink_schedule", "explore_sink"]
@@ -255,13 +255,12 @@ class SinkModel:
         seen: dict[int, list] = {}
         try:
             for offset, (value, headers) in enumerate(self.log):
-                # readers drop a late copy of a complete epoch (a zombie's), but these
-                # writers are never zombies: their epochs must never go back
-                epoch = next((int(raw) for name, raw in headers or () if name == EPOCH), None)
-                if epoch is not None and reader.completed is not None and epoch < reader.completed:
-                    return f"a writer went back: epoch {epoch} at offset {offset}, after epoch {reader.completed}"
                 for epoch, recs in reader.record(offset, headers, None if not value else value):
                     seen[epoch] = [JSON.loads(v) for _, v, _ in recs]
+                # readers drop a late copy of a complete epoch (a zombie's), but these
+                # writers are never zombies: their epochs must never go back
+                if reader.late:
+                    return f"a writer went back: offset {offset} is of an epoch before {reader.completed}"
         except Exception as exc:  # noqa: BLE001 - what a reader of the topic would meet
             return f"a reader fails: {exc}"
         if self.next < self.frontier and not any(a[0] in ("write", "ship", "arrive") for a in self.enabled()):

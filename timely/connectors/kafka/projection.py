@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence, Union
 import msgspec
 
 from ..epochs import Undecodable, json_array, parse_as_one
-from .shared_values import SharedValues
+from .shared_values import SharedValues, row, rows
 
 __all__ = ["Rows", "json_projection", "projection"]
 
@@ -102,11 +102,17 @@ def json_projection(fields: Sequence[str], slow: Callable[[list], list]) -> Call
     failed = (msgspec.DecodeError, msgspec.ValidationError)
 
     shared = SharedValues()
+    strs, ints = shared.strs, shared.ints
 
     def item(decoded: Any) -> Any:
-        return shared.rows(map(astuple, decoded), Rows) if type(decoded) is list else shared.row(astuple(decoded))
+        # the module's functions, not the methods: a fresh tuple changes in place only if
+        # nothing but this call holds it, and the tables are bounded once per batch
+        if type(decoded) is list:
+            return rows(map(astuple, decoded), strs, ints, Rows)
+        return row(astuple(decoded), strs, ints)
 
     def decode(values: list) -> list:
+        shared.bound()
         if parse_as_one(values):      # small values, one event each: one parse for the batch
             try:
                 decoded = many.decode(json_array(values))

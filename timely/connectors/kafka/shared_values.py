@@ -58,7 +58,9 @@ class SharedValues:
         self.ints: dict = {}
         self.limit = limit
 
-    def _bound(self) -> None:
+    def bound(self) -> None:
+        """Start a table again if it holds more than ``limit`` values (the methods do it
+        on each call; a decoder calling ``row`` and ``rows`` itself does it per batch)."""
         if len(self.strs) > self.limit:
             self.strs.clear()
         if len(self.ints) > self.limit:
@@ -66,10 +68,10 @@ class SharedValues:
 
     def row(self, values: tuple) -> tuple:
         """One event's values, shared."""
-        self._bound()
+        self.bound()
         return row(values, self.strs, self.ints)
 
     def rows(self, values: Iterable[tuple], kind: type = list) -> Any:
         """A packed value's events' values, shared, as a ``kind``."""
-        self._bound()
+        self.bound()
         return rows(values, self.strs, self.ints, kind)
