@@ -6,6 +6,11 @@ Same results as the pure twin (``rows`` and ``row``): each str and int field val
 one dict lookup per such field and no Python call; a tuple that only the caller holds
 (a decoder's fresh one) changes in place, any other is copied.
 
+A result whose items are all atomic (str, int, float, bool, None) leaves the cyclic
+collector's lists at once, as CPython's own collection would at its first pass over it:
+such a tuple can never be part of a cycle. The collector then never visits the
+decoded events (the pure twin cannot do this; collections untrack them one by one).
+
 >>> strs, ints = {}, {}
 >>> a, b = rows([("p1", 700, 1.5), ("p1", 700, True)], strs, ints, list)
 >>> a == ("p1", 700, 1.5) and a[0] is b[0] and a[1] is b[1] and b[2] is True
@@ -19,6 +24,8 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 
 cdef extern from "Python.h":
     PyObject* PyDict_SetDefault(object d, object key, object default) except NULL
+    void PyObject_GC_UnTrack(object op)
+    int PyObject_GC_IsTracked(object op)
 
 
 cdef inline object _shared(object v, dict strs, dict ints):
@@ -28,6 +35,21 @@ cdef inline object _shared(object v, dict strs, dict ints):
     if t is int:
         return <object>PyDict_SetDefault(ints, v, v)
     return v
+
+
+cdef inline void _untrack(tuple t):
+    """Take ``t`` off the collector's lists if it holds only atomic values."""
+    cdef Py_ssize_t i
+    cdef object v
+    cdef type k
+    if not PyObject_GC_IsTracked(t):
+        return
+    for i in range(len(t)):
+        v = <object>PyTuple_GET_ITEM(t, i)
+        k = type(v)
+        if not (k is str or k is int or k is float or k is bool or v is None):
+            return
+    PyObject_GC_UnTrack(t)
 
 
 cdef tuple _row(tuple values, dict strs, dict ints):
@@ -43,12 +65,14 @@ cdef tuple _row(tuple values, dict strs, dict ints):
                 Py_INCREF(v)
                 Py_DECREF(old)          # the tuple's reference; ``old`` still holds one
                 PyTuple_SET_ITEM(values, i, v)
+        _untrack(values)
         return values
     out = PyTuple_New(n)
     for i in range(n):
         v = _shared(values[i], strs, ints)
         Py_INCREF(v)
         PyTuple_SET_ITEM(out, i, v)
+    _untrack(out)
     return out
 
 
