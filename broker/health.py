@@ -320,7 +320,7 @@ def attempt(timeout: float) -> float:
     return min(timeout, max(0.5, _timeout)) if _configured else timeout
 
 
-def _on_a_daemon_thread(call: Callable[[], Any]) -> Any:
+def in_background(call: Callable[[], Any]) -> Any:
     """``call()`` started on a daemon thread of its own; returns its ``Future``. Not a
     pool's thread: those are joined when the interpreter exits, so a call stuck on a
     broker that never came back kept the process from exiting after its error."""
@@ -340,12 +340,16 @@ def _on_a_daemon_thread(call: Callable[[], Any]) -> Any:
 
 def bounded(bootstrap: str, call: Callable[[], Any], what: str) -> Any:
     """``call()`` (a blocking client call with no timeout of its own, e.g. a synchronous
-    commit) on a daemon thread of its own, waited for while the broker of ``bootstrap``
-    answers (a line every ``REMIND`` seconds says what waits) or has been away for less
-    than the broker timeout; then ``failure()``'s error is raised. Its own errors are
-    raised."""
+    commit) on a daemon thread of its own, waited for as ``awaited`` says."""
+    return awaited(bootstrap, in_background(call), what)
+
+
+def awaited(bootstrap: str, future: Any, what: str) -> Any:
+    """The result of ``future`` (from ``in_background``), waited for while the broker of
+    ``bootstrap`` answers (a line every ``REMIND`` seconds says what waits) or has been
+    away for less than the broker timeout; then ``failure()``'s error is raised. The
+    call's own errors are raised."""
     from concurrent.futures import TimeoutError as Pending
-    future = _on_a_daemon_thread(call)
     h, started, said = health(bootstrap), time.monotonic(), time.monotonic()
     probed = False
     while True:

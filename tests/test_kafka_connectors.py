@@ -35,12 +35,12 @@ import uuid
 
 import orjson
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import timely  # noqa: E402
-from timely.connectors.client import (BrokerUnreachable, TopicMissing, consumer_config,  # noqa: E402
+from timely.connectors.client import (BrokerUnreachable, ConnectorError, TopicMissing, consumer_config,  # noqa: E402
                                       create_topics, producer_config, scan)
 from timely.connectors.epochs import (JSON, MSGPACK, DecodeError, EpochOrderError,  # noqa: E402
                                       PartitionEpochs, data_headers, marker_headers)
@@ -888,6 +888,66 @@ def test_a_partition_given_away_withdraws_what_it_handed_on_early(tansu):
     # to worker 1 at epoch 0, reading on at offset 2 (just past epoch 0's marker)
     assert not waiting and handoffs.sent == [(0, "list", [[1, inp, 0, 2, 0, [(0, 2)], None]])]
     assert (state.withdrawals, tp in state.parts) == (2, False)
+
+
+def test_a_commit_the_worker_does_not_wait_for_lands_before_the_next_and_fails_loudly(tansu):
+    """At checkpoints the worker goes on while its offsets commit; the next commit waits
+    for the one in flight (commits land in order), and ``close`` raises its error."""
+    from timely.connectors.kafka.source_state import KafkaSourceState
+    B = tansu.bootstrap
+    inp, group = name("in"), name("g")
+    create_topics(B, {inp: 1})
+    tp = (inp, 0)
+    state = KafkaSourceState(B, [inp], group, "earliest", None, JSON, 0, [0], None)
+    gate, entered, calls = threading.Event(), threading.Event(), []
+
+    class Gated:
+        """The real consumer, its commits watched: the first waits for ``gate``."""
+        def __init__(self, consumer):
+            self.consumer, self.fail = consumer, None
+
+        def __getattr__(self, attr):
+            return getattr(self.consumer, attr)
+
+        def commit(self, **kwargs):
+            if self.fail is not None:
+                raise self.fail
+            offset = kwargs["offsets"][0].offset
+            calls.append(offset)
+            if len(calls) == 1:
+                entered.set()
+                assert gate.wait(10), "the test never let the first commit through"
+            done = self.consumer.commit(**kwargs)
+            calls.append(f"{offset} landed")
+            return done
+
+    state.consumer = gated = Gated(state.consumer)
+    part, closing = state.parts[tp], False
+    try:
+        for epoch, first in ((0, 0), (1, 2)):
+            list(part.record(first, data_headers(epoch), orjson.dumps(event(epoch, 0, epoch))))
+            list(part.record(first + 1, marker_headers(epoch, first, first + 1), b""))
+        assert state.commit(0, wait=False) == 1
+        # the commit is in flight, held at the gate, and the worker went on
+        assert entered.wait(10) and not state._committing.done()
+        threading.Timer(0.2, gate.set).start()
+        assert state.commit(1, wait=False) == 1
+        state.settle()
+        # the second was sent only once the first had landed
+        assert calls == [2, "2 landed", 4, "4 landed"]
+        assert committed(B, group, inp, 1) == {0: 4}
+
+        gated.fail = KafkaException(KafkaError(KafkaError.OFFSET_METADATA_TOO_LARGE, "offset metadata too large"))
+        list(part.record(4, data_headers(2), orjson.dumps(event(2, 0, 2))))
+        list(part.record(5, marker_headers(2, 4, 5), b""))
+        state.commit(2, wait=False)
+        closing = True
+        with pytest.raises(ConnectorError, match=f"committing offsets of group '{group}'.*metadata too large"):
+            state.close()
+    finally:
+        if not closing:
+            state.close(quiet=True)
+    assert committed(B, group, inp, 1) == {0: 4}
 
 
 def test_early_applies_only_to_epochs_that_markers_end():

@@ -15,7 +15,8 @@ poll: the marker of a live stream only hands decoded events on, and a backlog is
 decoded one epoch at a time. An epoch waiting for its marker takes its events' memory.
 A withdrawal costs decoding its records again; a ``release`` or ``take`` one small
 record and one (un)assign; ``commit`` one synchronous commit of the partitions whose
-offsets moved. With a read-ahead bound (``flow``, ``timely.connectors.kafka.read_ahead``)
+offsets moved, on a thread of its own (the worker waits for it, or with ``wait=False``
+goes on until the next commit). With a read-ahead bound (``flow``, ``timely.connectors.kafka.read_ahead``)
 a poll reads one step's bytes, and ``regulate`` pauses or resumes partitions in the
 client when the bound says: O(partitions) per step.
 """
@@ -75,6 +76,8 @@ class KafkaSourceState:
         #: epochs from here on are read but not given to the dataflow: never committed
         self.end_epoch = end_epoch
         self.group_id = group_id
+        #: the commit in flight (a Future), when ``commit`` did not wait for it
+        self._committing: Optional[Any] = None
         self.format = value_format
         if self.flow is not None:     # the client's own prefetch in proportion, unless add_config says
             add_config = {**client_settings(self.flow.limit), **(add_config or {})}
@@ -305,6 +308,7 @@ class KafkaSourceState:
         complete epoch (records read beyond it are dropped here and read again there),
         with the commit points not yet committed."""
         from confluent_kafka import TopicPartition
+        self.settle()               # its new owner's commits must land after this one's
         part = self.parts.pop(tp)
         resumed = self.resumed.pop(tp, None)
         if self.flow is not None:
@@ -341,10 +345,13 @@ class KafkaSourceState:
         self.taken += 1
 
     # ---- committing ------------------------------------------------------------------------
-    def commit(self, upto: Optional[int]) -> int:
+    def commit(self, upto: Optional[int], wait: bool = True) -> int:
         """Commit, per partition, the offset past the last marker of an epoch ``<= upto``
-        (None: every complete epoch); returns how many partitions moved."""
-        from confluent_kafka import KafkaException, TopicPartition
+        (None: every complete epoch); returns how many partitions moved. With ``wait``
+        False the worker goes on while the commit is in flight; the next commit, a
+        ``release`` and ``close`` first wait for it (commits land in order) and raise
+        its error."""
+        from confluent_kafka import TopicPartition
         if self.end_epoch is not None:
             upto = self.end_epoch - 1 if upto is None else min(upto, self.end_epoch - 1)
         offsets = []
@@ -356,17 +363,39 @@ class KafkaSourceState:
                 offsets.append(TopicPartition(t, p, found, metadata=f"epoch={through + 1}"))
                 state.forget_commits(through)
         if offsets and self.group_id is not None:
-            try:
-                # a synchronous commit has no timeout of its own: it waits for a lost broker
-                # for ever, so it waits here, where the broker timeout bounds it
-                address = brokers_string(self.brokers)
-                health.retrying(address, lambda: health.bounded(
-                    address, lambda: self.consumer.commit(offsets=offsets, asynchronous=False),
-                    f"the commit of group {self.group_id!r}"))
-            except KafkaException as exc:
-                raise ConnectorError(f"committing offsets of group {self.group_id!r} to "
-                                     f"{brokers_string(self.brokers)}: {exc.args[0].str()}") from None
+            self.settle()
+            # a synchronous commit has no timeout of its own: it waits for a lost broker
+            # for ever, so it runs on a thread of its own, waited for where the broker
+            # timeout bounds it
+            address = brokers_string(self.brokers)
+            self._committing = health.in_background(lambda: health.retrying(
+                address, lambda: self.consumer.commit(offsets=offsets, asynchronous=False)))
+            if wait:
+                self.settle()
         return len(offsets)
 
-    def close(self) -> None:
-        self.consumer.close()
+    def settle(self) -> None:
+        """Wait for the commit in flight, if any, and raise its error."""
+        from confluent_kafka import KafkaException
+        future, self._committing = self._committing, None
+        if future is None:
+            return
+        address = brokers_string(self.brokers)
+        try:
+            health.awaited(address, future, f"the commit of group {self.group_id!r}")
+        except KafkaException as exc:
+            raise ConnectorError(f"committing offsets of group {self.group_id!r} to "
+                                 f"{address}: {exc.args[0].str()}") from None
+
+    def close(self, quiet: bool = False) -> None:
+        """Wait for the commit in flight and close the consumer; ``quiet`` (the dataflow
+        is being torn down after a failure): a failed commit is logged, not raised."""
+        try:
+            self.settle()
+        except (ConnectorError, health.BrokerError) as exc:
+            if not quiet:
+                raise
+            log.warning("worker %d: the last offsets commit failed while the dataflow was torn down "
+                        "(the checkpoint holds its positions): %s", self.index, exc)
+        finally:
+            self.consumer.close()
