@@ -352,7 +352,6 @@ def run_paced(workload: Workload, rate: float, kill_epoch: Optional[int] = None,
         create_topics(brokers, {names["clicks"]: PARTITIONS, names["results"]: PARTITIONS})
         writer = PackedWriter(brokers, names["clicks"])
         writer.epoch(0, *workload.epoch(0))
-        clock = time.time() - time.monotonic()      # the watcher's clock is monotonic
         watcher = EpochWatcher(brokers, names["results"], PARTITIONS)
         extra = job_args(brokers, names, workload.epochs, "kafka")
         try:
@@ -395,7 +394,7 @@ def run_paced(workload: Workload, rate: float, kill_epoch: Optional[int] = None,
         expected[victim] = -signal.SIGKILL
     if codes != expected:
         problems.append(f"{what}: exit codes {codes}, expected {expected}:\n{excerpt(log)}")
-    completed = {e: t + clock for e, t in watcher.completed_at.items()}
+    completed = dict(watcher.completed_at)         # wall clock, as kill_at and written_at
     latency = {e: completed[e] - writer.written_at[e] for e in writer.written_at if e in completed and e > 0}
     return {"workload": workload, "what": what, "rate": rate, "started": started, "loaded": loaded,
             "kill_at": kill_at, "kill_epoch": kill_epoch, "victim": victim, "wrote_all": wrote_all, "ended": ended,
@@ -502,6 +501,9 @@ def recovery_metrics(run: dict) -> dict:
     recovery_s = completed[first_new] - kill_at if first_new in completed else None
     if recovery_s is None:
         problems.append(f"{what}: epoch {first_new} never completed")
+    elif not 0 <= recovery_s <= run["ended"] + 30 - kill_at:
+        problems.append(f"{what}: epoch {first_new} readable {recovery_s:.1f} s after the kill, outside the run: "
+                        f"the watcher's clock is not the kill's")
     probe = max((float(r["done_at"][str(first_new)]) for r in run["workers"] if str(first_new) in r["done_at"]),
                 default=None)
     marks["first_new_at_probe"] = None if probe is None else probe - kill_at
