@@ -890,56 +890,65 @@ def test_a_partition_given_away_withdraws_what_it_handed_on_early(tansu):
     assert (state.withdrawals, tp in state.parts) == (2, False)
 
 
+class GatedCommits:
+    """A source's consumer with its commits watched: the first waits for ``gate``, each
+    is logged in ``calls`` (its offset, then "<offset> landed"), and ``fail`` (an
+    exception) makes every later one fail."""
+
+    def __init__(self, consumer):
+        self.consumer, self.fail, self.calls = consumer, None, []
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def __getattr__(self, attr):
+        return getattr(self.consumer, attr)
+
+    def commit(self, **kwargs):
+        if self.fail is not None:
+            raise self.fail
+        offset = kwargs["offsets"][0].offset
+        self.calls.append(offset)
+        if len(self.calls) == 1:
+            self.entered.set()
+            assert self.gate.wait(10), "the test never let the first commit through"
+        done = self.consumer.commit(**kwargs)
+        self.calls.append(f"{offset} landed")
+        return done
+
+
+def gated_source(brokers: str, epochs: int):
+    """A source state of group ``g`` on a new one-partition topic whose first ``epochs``
+    epochs were read (one record and its marker each, offsets 2e and 2e + 1), its
+    consumer's commits gated; ``(state, gated, topic, group)``."""
+    from timely.connectors.kafka.source_state import KafkaSourceState
+    inp, group = name("in"), name("g")
+    create_topics(brokers, {inp: 1})
+    state = KafkaSourceState(brokers, [inp], group, "earliest", None, JSON, 0, [0], None)
+    state.consumer = gated = GatedCommits(state.consumer)
+    part = state.parts[(inp, 0)]
+    for epoch in range(epochs):
+        list(part.record(2 * epoch, data_headers(epoch), orjson.dumps(event(epoch, 0, epoch))))
+        list(part.record(2 * epoch + 1, marker_headers(epoch, 2 * epoch, 2 * epoch + 1), b""))
+    return state, gated, inp, group
+
+
 def test_a_commit_the_worker_does_not_wait_for_lands_before_the_next_and_fails_loudly(tansu):
     """At checkpoints the worker goes on while its offsets commit; the next commit waits
     for the one in flight (commits land in order), and ``close`` raises its error."""
-    from timely.connectors.kafka.source_state import KafkaSourceState
     B = tansu.bootstrap
-    inp, group = name("in"), name("g")
-    create_topics(B, {inp: 1})
-    tp = (inp, 0)
-    state = KafkaSourceState(B, [inp], group, "earliest", None, JSON, 0, [0], None)
-    gate, entered, calls = threading.Event(), threading.Event(), []
-
-    class Gated:
-        """The real consumer, its commits watched: the first waits for ``gate``."""
-        def __init__(self, consumer):
-            self.consumer, self.fail = consumer, None
-
-        def __getattr__(self, attr):
-            return getattr(self.consumer, attr)
-
-        def commit(self, **kwargs):
-            if self.fail is not None:
-                raise self.fail
-            offset = kwargs["offsets"][0].offset
-            calls.append(offset)
-            if len(calls) == 1:
-                entered.set()
-                assert gate.wait(10), "the test never let the first commit through"
-            done = self.consumer.commit(**kwargs)
-            calls.append(f"{offset} landed")
-            return done
-
-    state.consumer = gated = Gated(state.consumer)
-    part, closing = state.parts[tp], False
+    state, gated, inp, group = gated_source(B, 3)
+    closing = False
     try:
-        for epoch, first in ((0, 0), (1, 2)):
-            list(part.record(first, data_headers(epoch), orjson.dumps(event(epoch, 0, epoch))))
-            list(part.record(first + 1, marker_headers(epoch, first, first + 1), b""))
         assert state.commit(0, wait=False) == 1
         # the commit is in flight, held at the gate, and the worker went on
-        assert entered.wait(10) and not state._committing.done()
-        threading.Timer(0.2, gate.set).start()
+        assert gated.entered.wait(10) and not state._committing.done()
+        threading.Timer(0.2, gated.gate.set).start()
         assert state.commit(1, wait=False) == 1
         state.settle()
         # the second was sent only once the first had landed
-        assert calls == [2, "2 landed", 4, "4 landed"]
+        assert gated.calls == [2, "2 landed", 4, "4 landed"]
         assert committed(B, group, inp, 1) == {0: 4}
 
         gated.fail = KafkaException(KafkaError(KafkaError.OFFSET_METADATA_TOO_LARGE, "offset metadata too large"))
-        list(part.record(4, data_headers(2), orjson.dumps(event(2, 0, 2))))
-        list(part.record(5, marker_headers(2, 4, 5), b""))
         state.commit(2, wait=False)
         closing = True
         with pytest.raises(ConnectorError, match=f"committing offsets of group '{group}'.*metadata too large"):
@@ -948,6 +957,29 @@ def test_a_commit_the_worker_does_not_wait_for_lands_before_the_next_and_fails_l
         if not closing:
             state.close(quiet=True)
     assert committed(B, group, inp, 1) == {0: 4}
+
+
+def test_a_teardown_waits_a_bounded_time_for_a_commit_and_never_raises(tansu, caplog):
+    """A dataflow torn down after a failure neither hangs on a commit in flight nor
+    fails on one that failed: the checkpoint holds the positions."""
+    B = tansu.bootstrap
+    state, gated, inp, group = gated_source(B, 1)
+    state.commit(0, wait=False)
+    in_flight = state._committing
+    assert gated.entered.wait(10)
+    state.close(quiet=True, timeout=0.2)        # the gate stays shut: still in flight
+    assert "still in flight when the dataflow was torn down" in caplog.text
+    gated.gate.set()
+    in_flight.result(10)
+    assert gated.calls == [2, "2 landed"]       # it landed after all, on the consumer left open
+    gated.consumer.close()
+
+    state, gated, inp, group = gated_source(B, 1)
+    gated.fail = KafkaException(KafkaError(KafkaError.OFFSET_METADATA_TOO_LARGE, "offset metadata too large"))
+    state.commit(0, wait=False)
+    state.close(quiet=True, timeout=10)
+    assert "the last offsets commit failed while the dataflow was torn down" in caplog.text
+    assert "metadata too large" in caplog.text
 
 
 def test_early_applies_only_to_epochs_that_markers_end():

@@ -208,7 +208,7 @@ class DataflowCheckpoint:
         its sinks discard what they had not sent and wait for what was in flight (nothing
         of this life may land after the next one looked), its checkpoint writes finish."""
         for source in self.sources:
-            source.close(quiet=True)
+            source.close(quiet=True, timeout=timeout)
         for sink in self.sinks:
             sink.abort(timeout)
         if self.writer is not None:

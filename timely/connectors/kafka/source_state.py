@@ -16,9 +16,9 @@ decoded one epoch at a time. An epoch waiting for its marker takes its events' m
 A withdrawal costs decoding its records again; a ``release`` or ``take`` one small
 record and one (un)assign; ``commit`` one synchronous commit of the partitions whose
 offsets moved, on a thread of its own (the worker waits for it, or with ``wait=False``
-goes on until the next commit). With a read-ahead bound (``flow``, ``timely.connectors.kafka.read_ahead``)
-a poll reads one step's bytes, and ``regulate`` pauses or resumes partitions in the
-client when the bound says: O(partitions) per step.
+goes on until the next commit). With a read-ahead bound (``flow``,
+``timely.connectors.kafka.read_ahead``) a poll reads one step's bytes, and ``regulate``
+pauses or resumes partitions in the client when the bound says: O(partitions) per step.
 """
 from __future__ import annotations
 
@@ -387,15 +387,24 @@ class KafkaSourceState:
             raise ConnectorError(f"committing offsets of group {self.group_id!r} to "
                                  f"{address}: {exc.args[0].str()}") from None
 
-    def close(self, quiet: bool = False) -> None:
-        """Wait for the commit in flight and close the consumer; ``quiet`` (the dataflow
-        is being torn down after a failure): a failed commit is logged, not raised."""
-        try:
+    def close(self, quiet: bool = False, timeout: float = 5.0) -> None:
+        """Wait for the commit in flight and close the consumer. ``quiet`` (the dataflow
+        is torn down after a failure): wait at most ``timeout`` s and log a failed
+        commit instead of raising it; one still in flight then keeps the consumer open
+        (closing it under a running call is not safe)."""
+        if not quiet:
             self.settle()
-        except (ConnectorError, health.BrokerError) as exc:
-            if not quiet:
-                raise
-            log.warning("worker %d: the last offsets commit failed while the dataflow was torn down "
-                        "(the checkpoint holds its positions): %s", self.index, exc)
-        finally:
             self.consumer.close()
+            return
+        future, self._committing = self._committing, None
+        if future is not None:
+            try:
+                future.result(timeout)
+            except TimeoutError:
+                log.warning("worker %d: an offsets commit was still in flight when the dataflow was torn "
+                            "down; its consumer stays open (the checkpoint holds the positions)", self.index)
+                return
+            except Exception as exc:  # noqa: BLE001 - logged: the checkpoint holds the positions
+                log.warning("worker %d: the last offsets commit failed while the dataflow was torn down "
+                            "(the checkpoint holds its positions): %s", self.index, exc)
+        self.consumer.close()
