@@ -338,14 +338,9 @@ def in_background(call: Callable[[], Any]) -> Any:
     return future
 
 
-def bounded(bootstrap: str, call: Callable[[], Any], what: str) -> Any:
-    """``call()`` (a blocking client call with no timeout of its own, e.g. a synchronous
-    commit) on a daemon thread of its own, waited for as ``awaited`` says."""
-    return awaited(bootstrap, in_background(call), what)
-
-
 def awaited(bootstrap: str, future: Any, what: str) -> Any:
-    """The result of ``future`` (from ``in_background``), waited for while the broker of
+    """The result of ``future`` (from ``in_background``: a blocking client call with no
+    timeout of its own, e.g. a synchronous commit), waited for while the broker of
     ``bootstrap`` answers (a line every ``REMIND`` seconds says what waits) or has been
     away for less than the broker timeout; then ``failure()``'s error is raised. The
     call's own errors are raised."""

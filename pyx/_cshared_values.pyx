@@ -25,7 +25,6 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 cdef extern from "Python.h":
     PyObject* PyDict_SetDefault(object d, object key, object default) except NULL
     void PyObject_GC_UnTrack(object op)
-    int PyObject_GC_IsTracked(object op)
 
 
 cdef inline object _shared(object v, dict strs, dict ints):
@@ -37,42 +36,38 @@ cdef inline object _shared(object v, dict strs, dict ints):
     return v
 
 
-cdef inline void _untrack(tuple t):
-    """Take ``t`` off the collector's lists if it holds only atomic values."""
-    cdef Py_ssize_t i
-    cdef object v
-    cdef type k
-    if not PyObject_GC_IsTracked(t):
-        return
-    for i in range(len(t)):
-        v = <object>PyTuple_GET_ITEM(t, i)
-        k = type(v)
-        if not (k is str or k is int or k is float or k is bool or v is None):
-            return
-    PyObject_GC_UnTrack(t)
+cdef inline bint _atomic(object v):
+    """Whether ``v`` can hold no reference: a tuple of such values makes no cycle."""
+    cdef type k = type(v)
+    return k is str or k is int or k is float or k is bool or v is None
 
 
 cdef tuple _row(tuple values, dict strs, dict ints):
     cdef Py_ssize_t i, n = len(values)
     cdef tuple out
     cdef object v, old
+    cdef bint atomic = True
     if Py_REFCNT(values) == 1:
         # nobody else holds the tuple (a decoder's fresh one): its items change in place
         for i in range(n):
             old = <object>PyTuple_GET_ITEM(values, i)
             v = _shared(old, strs, ints)
+            atomic = atomic and _atomic(v)
             if v is not old:
                 Py_INCREF(v)
                 Py_DECREF(old)          # the tuple's reference; ``old`` still holds one
                 PyTuple_SET_ITEM(values, i, v)
-        _untrack(values)
+        if atomic:
+            PyObject_GC_UnTrack(values)     # (a no-op on a tuple already untracked)
         return values
     out = PyTuple_New(n)
     for i in range(n):
         v = _shared(values[i], strs, ints)
+        atomic = atomic and _atomic(v)
         Py_INCREF(v)
         PyTuple_SET_ITEM(out, i, v)
-    _untrack(out)
+    if atomic:
+        PyObject_GC_UnTrack(out)
     return out
 
 
